@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrMaxDuration is the cause of the context cancellation a function run by
+// [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).
+var ErrMaxDuration = errors.New("redisstore: operation ran past its max duration")
+
+// Response codes of records written by Do.
+const (
+	doSucceeded = 0 // Body is the function's result
+	doFailed    = 1 // Body is the text of its error
+)
+
+// Result is the outcome of a successful [Store.Do].
+type Result struct {
+	// Data is the function's result, from this call or stored by an earlier one.
+	Data []byte
+	// Replayed is true when the function did not run in this call.
+	Replayed bool
+}
+
+// Do runs fn at most once for req's key across every process sharing the
+// Redis deployment, and gives every call with the key fn's outcome. The first
+// caller claims the key and runs fn while a heartbeat keeps its lease; later
+// callers get the stored outcome (Result.Replayed), an *InProgressError while
+// fn runs, or ErrMismatch if req's fingerprint differs.
+//
+// fn's outcome decides what is stored:
+//   - (data, nil): data is stored and returned to every later call.
+//   - an error marked with [Transient]: nothing is stored and the key is
+//     released, so the next call runs fn again. Errors returned once fn's
+//     context is done (the caller cancelled, MaxDuration passed, the lease was
+//     lost) count as transient too.
+//   - any other error: the failure is final. It is stored, this call returns
+//     the error itself and every later call a *FailedError with its text.
+//   - a panic: the key is released and the panic continues.
+//
+// fn gets the lease: Attempt, RecoveryPoint and RecoveryData tell it whether a
+// previous attempt died and where it got to; Checkpoint records progress and
+// DerivedKey gives keys for downstream providers. fn's context is cancelled,
+// with cause ErrLeaseLost, if another caller takes the record over, and with
+// cause ErrMaxDuration when Options.MaxDuration passes, after which the lease
+// is no longer extended.
+//
+// If fn succeeds but its outcome cannot be stored (Redis unreachable, lease
+// lost), Do returns the Result with an error; the record then stays started,
+// and a retry after the lease takes it over with the last recovery point.
+func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
+	c, err := s.Claim(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status == Replayed {
+		switch c.Response.Code {
+		case doSucceeded:
+			return &Result{Data: c.Response.Body, Replayed: true}, nil
+		case doFailed:
+			return nil, &FailedError{Message: string(c.Response.Body)}
+		}
+		return nil, fmt.Errorf("%w: record of key was not written by Do (code %d)", ErrUnexpectedReply, c.Response.Code)
+	}
+	return s.run(ctx, c.Lease, fn)
+}
+
+func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lease) ([]byte, error)) (*Result, error) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lost, stop := l.KeepAlive()
+	finished := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var over <-chan struct{}
+		if s.maxDuration > 0 {
+			tctx, tcancel := context.WithTimeout(context.Background(), s.maxDuration)
+			defer tcancel()
+			over = tctx.Done()
+		}
+		select {
+		case <-lost:
+			cancel(ErrLeaseLost)
+		case <-over:
+			stop()
+			cancel(ErrMaxDuration)
+		case <-finished:
+		}
+	}()
+
+	data, panicked, err := call(fctx, l, fn)
+	close(finished)
+	<-watched
+	stop()
+
+	// The outcome must reach Redis even if the caller has given up.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer wcancel()
+	switch {
+	case panicked != nil:
+		_ = l.Release(wctx)
+		panic(panicked)
+	case err == nil:
+		if cerr := l.Complete(wctx, Response{Code: doSucceeded, Body: data}); cerr != nil {
+			return &Result{Data: data}, fmt.Errorf("redisstore: do: outcome not stored: %w", cerr)
+		}
+		return &Result{Data: data}, nil
+	case IsTransient(err) || fctx.Err() != nil:
+		_ = l.Release(wctx)
+		return nil, err
+	default:
+		_ = l.Complete(wctx, Response{Code: doFailed, Body: []byte(err.Error())})
+		return nil, err
+	}
+}
+
+// call runs fn, turning a panic into a value.
+func call(ctx context.Context, l *Lease, fn func(context.Context, *Lease) ([]byte, error)) (data []byte, panicked any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	data, err = fn(ctx, l)
+	return data, nil, err
+}

@@ -1,0 +1,89 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrInProgress means another caller holds the lease on the key: the
+	// operation is running. The error is an *InProgressError.
+	ErrInProgress = errors.New("redisstore: request in progress")
+
+	// ErrMismatch means the key was first used with another fingerprint:
+	// the client reused a key for a different request. The record is untouched.
+	ErrMismatch = errors.New("redisstore: key reused with a different fingerprint")
+
+	// ErrLeaseLost means the caller's token no longer owns the record: its
+	// lease ran out and another caller took over, the record was completed or
+	// released, or it expired. Nothing was written.
+	ErrLeaseLost = errors.New("redisstore: lease lost")
+
+	// ErrNotFound means no record exists for the scope and key.
+	ErrNotFound = errors.New("redisstore: record not found")
+
+	// ErrInvalidRequest means a Request's key is empty or too long, or its
+	// scope, fingerprint or label is too long. Nothing was sent to Redis.
+	ErrInvalidRequest = errors.New("redisstore: invalid request")
+
+	// ErrFailed means the operation ran and its final outcome was a failure,
+	// stored by [Store.Do]. The error is a *FailedError.
+	ErrFailed = errors.New("redisstore: operation failed")
+
+	// ErrUnexpectedReply means Redis answered a script with a reply of a shape
+	// the store does not know: a script from another version, or a key that
+	// something else overwrote.
+	ErrUnexpectedReply = errors.New("redisstore: unexpected reply")
+)
+
+// InProgressError is returned by [Store.Claim] and [Store.Do] while another
+// caller holds the lease. It matches ErrInProgress with errors.Is.
+type InProgressError struct {
+	// LeaseLeft is how long the current owner's lease still runs. The owner
+	// usually finishes long before it ends; it is an upper bound on how long a
+	// crashed owner blocks the key, not a good retry delay.
+	LeaseLeft time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("redisstore: request in progress (lease has %v left)", e.LeaseLeft)
+}
+
+// Is reports whether target is ErrInProgress.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// FailedError is the stored failure of an operation run by [Store.Do]: the
+// caller that ran it got the function's own error; every duplicate gets this,
+// with the same message. It matches ErrFailed with errors.Is.
+type FailedError struct {
+	// Message is the text of the error the function returned.
+	Message string
+}
+
+func (e *FailedError) Error() string { return "redisstore: operation failed: " + e.Message }
+
+// Is reports whether target is ErrFailed.
+func (e *FailedError) Is(target error) bool { return target == ErrFailed }
+
+// transientError marks an error as transient; see Transient.
+type transientError struct{ err error }
+
+func (e transientError) Error() string { return e.err.Error() }
+func (e transientError) Unwrap() error { return e.err }
+
+// Transient marks err as transient for [Store.Do]: nothing was committed, so
+// the key is released and the next call runs the function again. Transient(nil)
+// is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return transientError{err}
+}
+
+// IsTransient reports whether err, or an error it wraps, was marked with Transient.
+func IsTransient(err error) bool {
+	var t transientError
+	return errors.As(err, &t)
+}

@@ -1,0 +1,146 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Lease is a caller's ownership of one record, from a successful claim until
+// it completes or releases it. Every write it makes is fenced by its token:
+// once another caller has taken the record over, they fail with ErrLeaseLost
+// and change nothing.
+//
+// Its methods are safe for concurrent use (a heartbeat may extend the lease
+// while the owner checkpoints); its fields are set by the claim and never
+// change.
+type Lease struct {
+	store *Store
+	req   Request
+	keys  [2]string
+	token string
+
+	// Attempt is 1 for a fresh claim, plus one per takeover.
+	Attempt int
+
+	// RecoveryPoint is the last point a previous owner recorded with
+	// Checkpoint before it lost the record; empty on a fresh claim or when
+	// it recorded none. Checkpoint does not change it.
+	RecoveryPoint string
+
+	// RecoveryData is the data checkpointed with RecoveryPoint.
+	RecoveryData []byte
+}
+
+// Token returns the lease's fencing token, unique to this claim.
+func (l *Lease) Token() string { return l.token }
+
+// Request returns the request the lease was claimed for.
+func (l *Lease) Request() Request { return l.req }
+
+// Complete stores resp as the operation's outcome, which every later claim of
+// the key gets as a replay, and drops the lease; the record then lives for the
+// store's retention. It is safe to call again after an error: a repeat by the
+// same lease succeeds. It returns ErrLeaseLost if the record is no longer
+// this lease's.
+func (l *Lease) Complete(ctx context.Context, resp Response) error {
+	reply, err := completeScript.Run(ctx, l.store.client, l.keys[:],
+		l.token, strconv.Itoa(resp.Code), resp.Body, l.store.retentionMS).Result()
+	return decodeOK("complete", reply, err)
+}
+
+// Release gives the key up without an outcome, for a failure that committed
+// nothing: the next claim runs the operation again. If a recovery point was
+// checkpointed, the record keeps it and only the lease goes, so the next claim
+// takes over at once and resumes. Releasing a record that no longer exists
+// succeeds; it returns ErrLeaseLost if another lease owns the record or it was
+// completed.
+func (l *Lease) Release(ctx context.Context) error {
+	reply, err := releaseScript.Run(ctx, l.store.client, l.keys[:], l.token).Result()
+	return decodeOK("release", reply, err)
+}
+
+// Extend pushes the lease out to the store's full lease duration from now. It
+// returns ErrLeaseLost if the record is no longer this lease's.
+func (l *Lease) Extend(ctx context.Context) error {
+	reply, err := extendScript.Run(ctx, l.store.client, l.keys[:], l.token, l.store.leaseMS).Result()
+	return decodeOK("extend", reply, err)
+}
+
+// Checkpoint records that the operation reached point, with data a later
+// owner needs to resume from there (a charge ID, say), and pushes the lease
+// out. A caller that takes the record over finds them in its Lease's
+// RecoveryPoint and RecoveryData. It returns ErrLeaseLost if the record is no
+// longer this lease's.
+func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
+	reply, err := checkpointScript.Run(ctx, l.store.client, l.keys[:],
+		l.token, l.store.leaseMS, point, data).Result()
+	return decodeOK("checkpoint", reply, err)
+}
+
+// DerivedKey returns an idempotency key for one step of the operation to hand
+// to a downstream provider (a payment API, say): the same for every attempt
+// and takeover of this operation, and different for every other (prefix,
+// scope, key, step). Providers scope keys by our account, not by our callers,
+// so the client's key plus a suffix would let two callers' equal keys collide
+// there; this key cannot. It is 32 characters of base64url and reveals
+// nothing of the scope or key.
+func (l *Lease) DerivedKey(step string) string {
+	return DerivedKey(l.store.prefix, l.req.Scope, l.req.Key, step)
+}
+
+// DerivedKey is [Lease.DerivedKey] without a lease, for a caller that knows
+// the store's prefix, the scope and the key.
+func DerivedKey(prefix, scope, key, step string) string {
+	h := sha256.New()
+	h.Write([]byte("idemkey derived key\x00"))
+	for _, s := range [...]string{prefix, scope, key, step} {
+		var n [binary.MaxVarintLen64]byte
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:24])
+}
+
+// KeepAlive extends the lease every Options.Heartbeat until stop is called,
+// so that a live owner is never taken over however long it runs. If Redis
+// reports the lease lost (another caller took the record over), KeepAlive
+// closes lost and stops; errors reaching Redis are retried at the next beat.
+// The beats use their own contexts, each bounded by the heartbeat interval:
+// cancelling the owner's request does not stop them, only stop does. stop
+// waits for a beat in flight and may be called more than once.
+func (l *Lease) KeepAlive() (lost <-chan struct{}, stop func()) {
+	lostc := make(chan struct{})
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	every := l.store.heartbeat
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			err := l.Extend(ctx)
+			cancel()
+			if errors.Is(err, ErrLeaseLost) {
+				close(lostc)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return lostc, func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
+}

@@ -1,0 +1,301 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkey/idemkey/lua"
+)
+
+var (
+	claimScript      = redis.NewScript(lua.Claim)
+	completeScript   = redis.NewScript(lua.Complete)
+	releaseScript    = redis.NewScript(lua.Release)
+	extendScript     = redis.NewScript(lua.Extend)
+	checkpointScript = redis.NewScript(lua.Checkpoint)
+	lookupScript     = redis.NewScript(lua.Lookup)
+)
+
+// MaxFieldLen is the longest Request.Key, Scope, Fingerprint or Label the
+// store accepts, in bytes.
+const MaxFieldLen = 1024
+
+// Options configures a Store. The zero value gives the defaults.
+type Options struct {
+	// Prefix starts every Redis key the store writes. It must not contain
+	// '{' or '}', which would change the keys' cluster hash tag.
+	// Default: "idem:".
+	Prefix string
+
+	// Retention is how long a record lives: from its creation while it runs,
+	// and from its completion once completed. Clients must retry within it;
+	// a retry after it runs the operation again. Must exceed Lease.
+	// Default: 24h.
+	Retention time.Duration
+
+	// Lease is how long a claim holds a key without a sign of life. An owner
+	// that stops extending it (crashed, partitioned) is taken over this long
+	// after its last claim, extend or checkpoint. Default: 10s.
+	Lease time.Duration
+
+	// Heartbeat is the interval at which [Lease.KeepAlive] and [Store.Do]
+	// extend a running owner's lease. Must be shorter than Lease.
+	// Default: Lease/3.
+	Heartbeat time.Duration
+
+	// MaxDuration bounds how long [Store.Do] lets its function run: past it,
+	// the function's context is cancelled and the heartbeat stops, so a stuck
+	// function cannot hold its key for ever. Zero means no bound.
+	// Default: 0.
+	MaxDuration time.Duration
+}
+
+// Store claims, completes and replays idempotency records in Redis. It is
+// safe for concurrent use; create one per Redis deployment and share it.
+type Store struct {
+	client      redis.Scripter
+	prefix      string
+	lease       time.Duration
+	retention   time.Duration
+	heartbeat   time.Duration
+	maxDuration time.Duration
+	leaseMS     string
+	retentionMS string
+}
+
+// New returns a Store that runs its scripts on client: a *redis.Client,
+// *redis.ClusterClient, *redis.Ring, a failover client or any other
+// redis.Scripter. It returns an error if opts is invalid; it does not contact
+// Redis.
+func New(client redis.Scripter, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "idem:"
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 10 * time.Second
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 24 * time.Hour
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = opts.Lease / 3
+	}
+	switch {
+	case strings.ContainsAny(opts.Prefix, "{}"):
+		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}'", opts.Prefix)
+	case opts.Lease < time.Millisecond:
+		return nil, fmt.Errorf("redisstore: lease %v is under 1ms", opts.Lease)
+	case opts.Retention <= opts.Lease:
+		return nil, fmt.Errorf("redisstore: retention %v does not exceed lease %v", opts.Retention, opts.Lease)
+	case opts.Heartbeat <= 0 || opts.Heartbeat >= opts.Lease:
+		return nil, fmt.Errorf("redisstore: heartbeat %v is not between 0 and lease %v", opts.Heartbeat, opts.Lease)
+	case opts.MaxDuration < 0:
+		return nil, fmt.Errorf("redisstore: negative max duration %v", opts.MaxDuration)
+	}
+	return &Store{
+		client:      client,
+		prefix:      opts.Prefix,
+		lease:       opts.Lease,
+		retention:   opts.Retention,
+		heartbeat:   opts.Heartbeat,
+		maxDuration: opts.MaxDuration,
+		leaseMS:     strconv.FormatInt(opts.Lease.Milliseconds(), 10),
+		retentionMS: strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+	}, nil
+}
+
+// Options returns the options the store runs with, defaults filled in.
+func (s *Store) Options() Options {
+	return Options{Prefix: s.prefix, Retention: s.retention, Lease: s.lease, Heartbeat: s.heartbeat, MaxDuration: s.maxDuration}
+}
+
+// Request names one operation: who asks, which logical operation, and what
+// exactly it asks for.
+type Request struct {
+	// Scope is the caller the key belongs to, such as an account ID: equal
+	// keys in different scopes are different records. It is stored in clear
+	// for inspection, so it must never be a credential. Default: "".
+	Scope string
+
+	// Key is the idempotency key, chosen by the client once per logical
+	// operation and reused on each retry of it. Any bytes, 1 to MaxFieldLen.
+	Key string
+
+	// Fingerprint identifies exactly what is asked, such as a hash of the
+	// payload. A claim of the key with another fingerprint fails with
+	// ErrMismatch. Compared byte for byte. Default: "" (every request with the
+	// key is the same request).
+	Fingerprint string
+
+	// Label is free text kept in the record for inspection, such as
+	// "POST /v1/payments". Default: "".
+	Label string
+}
+
+func (r *Request) validate() error {
+	switch {
+	case r.Key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
+	case len(r.Key) > MaxFieldLen:
+		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxFieldLen)
+	case len(r.Scope) > MaxFieldLen, len(r.Fingerprint) > MaxFieldLen, len(r.Label) > MaxFieldLen:
+		return fmt.Errorf("%w: scope, fingerprint or label exceeds %d bytes", ErrInvalidRequest, MaxFieldLen)
+	}
+	return nil
+}
+
+// Status says what a successful claim found.
+type Status int
+
+// The outcomes of a successful claim. The Lua reply codes they come from are
+// in reply.go.
+const (
+	// Claimed: the key was free. Run the operation with Claim.Lease.
+	Claimed Status = iota + 1
+	// TookOver: a previous owner's lease ran out before it completed (it
+	// crashed or stalled). Run the operation with Claim.Lease, resuming from
+	// its RecoveryPoint.
+	TookOver
+	// Replayed: the operation completed before. Claim.Response is its outcome.
+	Replayed
+)
+
+func (s Status) String() string {
+	switch s {
+	case Claimed:
+		return "claimed"
+	case TookOver:
+		return "took over"
+	case Replayed:
+		return "replayed"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Response is a stored outcome, replayed byte for byte.
+type Response struct {
+	// Code is an application-defined status, such as an HTTP status code.
+	Code int
+	// Body is the outcome's bytes.
+	Body []byte
+}
+
+// Claim is the result of a successful [Store.Claim].
+type Claim struct {
+	// Status says what the claim found.
+	Status Status
+	// Lease is the caller's hold on the record when Status is Claimed or
+	// TookOver; nil when Replayed.
+	Lease *Lease
+	// Response is the stored outcome when Status is Replayed.
+	Response Response
+}
+
+// Claim claims req's key for the caller, or reports what holds it, in one
+// round trip. On success the Claim's Status says whether to run the operation
+// (Claimed, TookOver: the caller must then Complete or Release the lease) or
+// to return the stored outcome (Replayed). It fails with an *InProgressError
+// while another owner's lease runs, ErrMismatch when the key was claimed with
+// another fingerprint, ErrInvalidRequest for a bad req, and a wrapped Redis
+// error when Redis cannot be reached.
+func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	l := &Lease{store: s, req: req, token: newToken()}
+	l.keys = s.keys(req.Scope, req.Key)
+	created := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	reply, err := claimScript.Run(ctx, s.client, l.keys[:],
+		req.Fingerprint, l.token, s.leaseMS, s.retentionMS, req.Scope, req.Key, req.Label, created).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	c, err := decodeClaim(reply)
+	if err != nil {
+		return nil, err
+	}
+	if c.Lease != nil {
+		l.Attempt, l.RecoveryPoint, l.RecoveryData = c.Lease.Attempt, c.Lease.RecoveryPoint, c.Lease.RecoveryData
+		c.Lease = l
+	}
+	return c, nil
+}
+
+// State is the state of a record.
+type State string
+
+// The states a record goes through.
+const (
+	// Started: an owner claimed the record and has not completed it.
+	Started State = "started"
+	// Completed: the outcome is stored and replayed.
+	Completed State = "completed"
+)
+
+// Record is what Redis holds for one key, as [Store.Lookup] reads it.
+type Record struct {
+	State         State
+	Scope         string
+	Key           string
+	Label         string
+	Fingerprint   string
+	Attempt       int       // 1, plus one per takeover
+	RecoveryPoint string    // last checkpoint; empty if none
+	RecoveryData  []byte    // its data; dropped on completion
+	Response      *Response // the stored outcome when Completed
+	CreatedAt     time.Time // by the clock of the process that first claimed it
+	TTL           time.Duration
+	LeaseTTL      time.Duration // zero when no lease is held
+}
+
+// Lookup reads the record for scope and key, for inspection and tests. It
+// changes nothing. It returns ErrNotFound when there is no record.
+func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) {
+	keys := s.keys(scope, key)
+	reply, err := lookupScript.Run(ctx, s.client, keys[:]).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: lookup: %w", err)
+	}
+	return decodeRecord(reply)
+}
+
+// keys returns the record's and lease's key names for scope and key.
+func (s *Store) keys(scope, key string) [2]string {
+	var n [binary.MaxVarintLen64]byte
+	h := sha256.New()
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])
+	h.Write([]byte(scope))
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+
+	var b strings.Builder
+	b.Grow(len(s.prefix) + 24 + len(":lease"))
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	var tag [22]byte
+	base64.RawURLEncoding.Encode(tag[:], sum[:16])
+	b.Write(tag[:])
+	b.WriteString("}:lease")
+	all := b.String()
+	return [2]string{all[:len(all)-len(":lease")], all}
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,403 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/internal/redistest"
+)
+
+// backend is a Redis the conformance suite runs against.
+type backend struct {
+	client redis.UniversalClient
+	// newClient opens another client to the same Redis, as another process would.
+	newClient func(t *testing.T) redis.UniversalClient
+	mr        *miniredis.Miniredis // nil for a real redis-server
+}
+
+// expire makes the lease of req lapse: miniredis ages its TTLs, a real server
+// is polled until the lease key is gone.
+func (b backend) expireLease(t *testing.T, s *Store, req Request) {
+	t.Helper()
+	if b.mr != nil {
+		b.mr.FastForward(s.lease + time.Millisecond)
+		return
+	}
+	require.Eventually(t, func() bool {
+		rec, err := s.Lookup(context.Background(), req.Scope, req.Key)
+		require.NoError(t, err)
+		return rec.LeaseTTL == 0
+	}, 10*time.Second, 5*time.Millisecond, "lease did not lapse")
+}
+
+// expireRecord waits out the record's retention.
+func (b backend) expireRecord(t *testing.T, s *Store, req Request) {
+	t.Helper()
+	if b.mr != nil {
+		b.mr.FastForward(s.retention + time.Millisecond)
+		return
+	}
+	require.Eventually(t, func() bool {
+		_, err := s.Lookup(context.Background(), req.Scope, req.Key)
+		return errors.Is(err, ErrNotFound)
+	}, 10*time.Second, 5*time.Millisecond, "record did not expire")
+}
+
+func miniBackend(t *testing.T) backend {
+	mr := miniredis.RunT(t)
+	newClient := func(t *testing.T) redis.UniversalClient {
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	return backend{client: newClient(t), newClient: newClient, mr: mr}
+}
+
+func realBackend(t *testing.T) backend {
+	srv := redistest.Start(t)
+	newClient := func(t *testing.T) redis.UniversalClient { return srv.Client(t) }
+	return backend{client: newClient(t), newClient: newClient}
+}
+
+func clusterBackend(t *testing.T) backend {
+	cl := redistest.StartCluster(t, 3)
+	newClient := func(t *testing.T) redis.UniversalClient { return cl.Client(t) }
+	return backend{client: newClient(t), newClient: newClient}
+}
+
+func TestStoreMiniredis(t *testing.T) { testStore(t, miniBackend(t)) }
+func TestStoreRedis(t *testing.T)     { testStore(t, realBackend(t)) }
+func TestStoreCluster(t *testing.T)   { testStore(t, clusterBackend(t)) }
+
+var keySeq atomic.Int64
+
+// newReq returns a request with a key no other test uses.
+func newReq(t *testing.T) Request {
+	return Request{
+		Scope:       "acct_1",
+		Key:         fmt.Sprintf("%s-%d", t.Name(), keySeq.Add(1)),
+		Fingerprint: "fp-1",
+		Label:       "POST /v1/things",
+	}
+}
+
+func newStore(t *testing.T, b backend, opts Options) *Store {
+	t.Helper()
+	s, err := New(b.client, opts)
+	require.NoError(t, err)
+	return s
+}
+
+// testStore is the conformance suite every backend must pass.
+// Subtests share b: each uses keys of its own.
+func testStore(t *testing.T, b backend) {
+	ctx := context.Background()
+
+	t.Run("concurrent claims: one owner, the rest in progress, then byte-identical replays", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		req := newReq(t)
+		const n = 200
+		var (
+			wg         sync.WaitGroup
+			start      = make(chan struct{})
+			mu         sync.Mutex
+			leases     []*Lease
+			inProgress int
+			others     []error
+		)
+		for range n {
+			wg.Go(func() {
+				<-start
+				c, err := s.Claim(ctx, req)
+				mu.Lock()
+				defer mu.Unlock()
+				var ip *InProgressError
+				switch {
+				case err == nil && c.Status == Claimed:
+					leases = append(leases, c.Lease)
+				case errors.As(err, &ip):
+					require.Positive(t, ip.LeaseLeft)
+					inProgress++
+				default:
+					others = append(others, fmt.Errorf("status %v, err %w", c, err))
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, others)
+		require.Len(t, leases, 1)
+		require.Equal(t, n-1, inProgress)
+
+		body := []byte("{\"id\":\"pay_1\"}\x00\xff binary too")
+		require.NoError(t, leases[0].Complete(ctx, Response{Code: 201, Body: body}))
+
+		replays := make([]*Claim, n)
+		for i := range n {
+			wg.Go(func() {
+				c, err := s.Claim(ctx, req)
+				require.NoError(t, err)
+				replays[i] = c
+			})
+		}
+		wg.Wait()
+		for _, c := range replays {
+			require.Equal(t, Replayed, c.Status)
+			require.Nil(t, c.Lease)
+			require.Equal(t, 201, c.Response.Code)
+			require.True(t, bytes.Equal(body, c.Response.Body), "replay differs: %q", c.Response.Body)
+		}
+	})
+
+	t.Run("mismatch leaves the record untouched", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		req := newReq(t)
+		c, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		other := req
+		other.Fingerprint = "fp-2"
+
+		before, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		_, err = s.Claim(ctx, other)
+		require.ErrorIs(t, err, ErrMismatch)
+		after, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		before.TTL, after.TTL, before.LeaseTTL, after.LeaseTTL = 0, 0, 0, 0
+		require.Equal(t, before, after)
+
+		// Still a mismatch once completed, and the replay is unharmed.
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: []byte("ok")}))
+		_, err = s.Claim(ctx, other)
+		require.ErrorIs(t, err, ErrMismatch)
+		c, err = s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Replayed, c.Status)
+		require.Equal(t, "ok", string(c.Response.Body))
+	})
+
+	t.Run("takeover resumes from the checkpoint and fences the old owner", func(t *testing.T) {
+		s := newStore(t, b, Options{Lease: 200 * time.Millisecond})
+		req := newReq(t)
+		c1, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		old := c1.Lease
+		require.Equal(t, 1, old.Attempt)
+		require.Empty(t, old.RecoveryPoint)
+		require.NoError(t, old.Checkpoint(ctx, "charged", []byte(`{"charge":"ch_1"}`)))
+
+		// The owner stops heartbeating: its lease lapses.
+		b.expireLease(t, s, req)
+		c2, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, TookOver, c2.Status)
+		cur := c2.Lease
+		require.Equal(t, 2, cur.Attempt)
+		require.Equal(t, "charged", cur.RecoveryPoint)
+		require.Equal(t, `{"charge":"ch_1"}`, string(cur.RecoveryData))
+		require.Equal(t, old.DerivedKey("charge"), cur.DerivedKey("charge"), "derived keys must survive a takeover")
+
+		// A third caller sees the new owner at work.
+		_, err = s.Claim(ctx, req)
+		require.ErrorIs(t, err, ErrInProgress)
+
+		// The old owner wakes up: every write it tries is fenced off.
+		require.ErrorIs(t, old.Complete(ctx, Response{Code: 200, Body: []byte("old")}), ErrLeaseLost)
+		require.ErrorIs(t, old.Extend(ctx), ErrLeaseLost)
+		require.ErrorIs(t, old.Checkpoint(ctx, "bogus", nil), ErrLeaseLost)
+		require.ErrorIs(t, old.Release(ctx), ErrLeaseLost)
+		rec, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		require.Equal(t, Started, rec.State)
+		require.Equal(t, "charged", rec.RecoveryPoint)
+
+		require.NoError(t, cur.Complete(ctx, Response{Code: 201, Body: []byte("new")}))
+		require.NoError(t, cur.Complete(ctx, Response{Code: 201, Body: []byte("new")}), "a repeated complete by the owner succeeds")
+		require.ErrorIs(t, old.Complete(ctx, Response{Code: 200, Body: []byte("old")}), ErrLeaseLost)
+		c3, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Replayed, c3.Status)
+		require.Equal(t, Response{Code: 201, Body: []byte("new")}, c3.Response)
+	})
+
+	t.Run("a slow owner whose lease lapsed can still complete if nobody took over", func(t *testing.T) {
+		s := newStore(t, b, Options{Lease: 100 * time.Millisecond})
+		req := newReq(t)
+		c, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		b.expireLease(t, s, req)
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: []byte("late")}))
+		c, err = s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, "late", string(c.Response.Body))
+	})
+
+	t.Run("extend keeps a live owner's lease", func(t *testing.T) {
+		s := newStore(t, b, Options{Lease: 300 * time.Millisecond})
+		req := newReq(t)
+		c, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, c.Lease.Extend(ctx))
+		rec, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		require.Greater(t, rec.LeaseTTL, 200*time.Millisecond)
+	})
+
+	t.Run("release frees the key; a non-owner's release changes nothing", func(t *testing.T) {
+		s := newStore(t, b, Options{Lease: 200 * time.Millisecond})
+		req := newReq(t)
+		c1, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, c1.Lease.Release(ctx))
+		_, err = s.Lookup(ctx, req.Scope, req.Key)
+		require.ErrorIs(t, err, ErrNotFound, "a release without a checkpoint forgets the record")
+		require.NoError(t, c1.Lease.Release(ctx), "releasing again is harmless")
+
+		c2, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Claimed, c2.Status)
+		require.Equal(t, 1, c2.Lease.Attempt)
+
+		// c1 no longer owns it: its release, complete and extend are refused.
+		require.ErrorIs(t, c1.Lease.Release(ctx), ErrLeaseLost)
+		require.ErrorIs(t, c1.Lease.Complete(ctx, Response{}), ErrLeaseLost)
+		_, err = s.Claim(ctx, req)
+		require.ErrorIs(t, err, ErrInProgress, "c2 still holds the key")
+
+		// A completed record cannot be released.
+		require.NoError(t, c2.Lease.Complete(ctx, Response{Code: 200}))
+		require.ErrorIs(t, c2.Lease.Release(ctx), ErrLeaseLost)
+		c3, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Replayed, c3.Status)
+	})
+
+	t.Run("release after a checkpoint keeps the recovery point for an immediate takeover", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		req := newReq(t)
+		c1, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, c1.Lease.Checkpoint(ctx, "step-1", []byte("d1")))
+		require.NoError(t, c1.Lease.Release(ctx))
+		c2, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, TookOver, c2.Status)
+		require.Equal(t, "step-1", c2.Lease.RecoveryPoint)
+		require.Equal(t, "d1", string(c2.Lease.RecoveryData))
+	})
+
+	t.Run("every key has a TTL and completed records expire after retention", func(t *testing.T) {
+		s := newStore(t, b, Options{Lease: 100 * time.Millisecond, Retention: 400 * time.Millisecond})
+		req := newReq(t)
+		c, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, c.Lease.Checkpoint(ctx, "p", []byte("x")))
+		keys := s.keys(req.Scope, req.Key)
+		for _, k := range keys {
+			ttl, err := b.client.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.Positive(t, ttl, "key %s has no TTL", k)
+		}
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: []byte("done")}))
+		n, err := b.client.Exists(ctx, keys[1]).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "complete drops the lease")
+		rec, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		require.Equal(t, Completed, rec.State)
+		require.Positive(t, rec.TTL)
+		require.LessOrEqual(t, rec.TTL, 400*time.Millisecond)
+		require.Nil(t, rec.RecoveryData, "completion drops the recovery data")
+
+		b.expireRecord(t, s, req)
+		c, err = s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Claimed, c.Status, "after retention the key is new again")
+		require.NoError(t, c.Lease.Release(ctx))
+	})
+
+	t.Run("lookup shows the record", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		req := newReq(t)
+		_, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.ErrorIs(t, err, ErrNotFound)
+		c, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		rec, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		require.Equal(t, Started, rec.State)
+		require.Equal(t, req.Scope, rec.Scope)
+		require.Equal(t, req.Key, rec.Key)
+		require.Equal(t, req.Label, rec.Label)
+		require.Equal(t, req.Fingerprint, rec.Fingerprint)
+		require.Equal(t, 1, rec.Attempt)
+		require.Positive(t, rec.LeaseTTL)
+		require.WithinDuration(t, time.Now(), rec.CreatedAt, time.Minute)
+		require.Nil(t, rec.Response)
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 402, Body: []byte("declined")}))
+		rec, err = s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err)
+		require.Equal(t, Completed, rec.State)
+		require.Equal(t, &Response{Code: 402, Body: []byte("declined")}, rec.Response)
+		require.Zero(t, rec.LeaseTTL)
+	})
+
+	t.Run("keys built to collide are separate records", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		long := strings.Repeat("k", 255)
+		cases := []Request{
+			{Scope: "a", Key: "{tag}"}, {Scope: "a", Key: "}tag{"}, {Scope: "a", Key: "x:lease"},
+			{Scope: "a", Key: "x"}, {Scope: "a:x", Key: ""}, {Scope: "a", Key: "*"}, {Scope: "a", Key: "?"},
+			{Scope: "a", Key: "[a-z]"}, {Scope: "a", Key: "line\nbreak"}, {Scope: "a", Key: "nul\x00byte"},
+			{Scope: "a\x00", Key: "b"}, {Scope: "a", Key: "\x00b"}, {Scope: "b", Key: "{tag}"},
+			{Scope: "", Key: "a{tag}"}, {Scope: "a", Key: long}, {Scope: "b", Key: long},
+		}
+		for i, req := range cases {
+			if req.Key == "" {
+				_, err := s.Claim(ctx, req)
+				require.ErrorIs(t, err, ErrInvalidRequest)
+				continue
+			}
+			c, err := s.Claim(ctx, req)
+			require.NoError(t, err, "case %d", i)
+			require.Equal(t, Claimed, c.Status, "case %d %q/%q collided with an earlier one", i, req.Scope, req.Key)
+			require.NoError(t, c.Lease.Complete(ctx, Response{Code: i}))
+		}
+		for i, req := range cases {
+			if req.Key == "" {
+				continue
+			}
+			c, err := s.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, i, c.Response.Code)
+		}
+	})
+
+	t.Run("invalid requests are refused before Redis", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		for _, req := range []Request{
+			{Key: ""},
+			{Key: strings.Repeat("k", MaxFieldLen+1)},
+			{Key: "k", Scope: strings.Repeat("s", MaxFieldLen+1)},
+			{Key: "k", Fingerprint: strings.Repeat("f", MaxFieldLen+1)},
+		} {
+			_, err := s.Claim(ctx, req)
+			require.ErrorIs(t, err, ErrInvalidRequest)
+			_, err = s.Do(ctx, req, func(context.Context, *Lease) ([]byte, error) { panic("must not run") })
+			require.ErrorIs(t, err, ErrInvalidRequest)
+		}
+	})
+
+	t.Run("do", func(t *testing.T) { testDo(t, b) })
+}
