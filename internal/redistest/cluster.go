@@ -3,6 +3,9 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +31,55 @@ type Cluster struct {
 // down. The nodes are killed when the test finishes.
 func StartCluster(t testing.TB, masters int, opts ...Option) *Cluster {
 	t.Helper()
-	if masters < 1 || masters > clusterSlots {
-		t.Fatalf("redistest: StartCluster needs 1..%d masters, got %d", clusterSlots, masters)
-	}
-	Binary(t) // skip before starting anything
+	bin := Binary(t) // skip before starting anything
 	c := &Cluster{}
+	t.Cleanup(c.Close)
+	if err := c.start(bin, t.TempDir, masters, opts); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// LaunchCluster is StartCluster for programs outside tests: node i keeps its
+// files in dir/node<i>, and the caller must Close the cluster. It fails if
+// redis-server is not on PATH.
+func LaunchCluster(dir string, masters int, opts ...Option) (*Cluster, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	n := 0
+	mkdir := func() string {
+		d := filepath.Join(dir, fmt.Sprintf("node%d", n))
+		n++
+		_ = os.MkdirAll(d, 0o755)
+		return d
+	}
+	c := &Cluster{}
+	if err := c.start(bin, mkdir, masters, opts); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close kills every node.
+func (c *Cluster) Close() {
+	for _, n := range c.nodes {
+		n.Kill()
+	}
+}
+
+func (c *Cluster) start(bin string, mkdir func() string, masters int, opts []Option) error {
+	if masters < 1 || masters > clusterSlots {
+		return fmt.Errorf("redistest: a cluster needs 1..%d masters, got %d", clusterSlots, masters)
+	}
 	for range masters {
-		c.nodes = append(c.nodes, start(t, true, opts))
+		n := newServer(bin, mkdir(), true, opts)
+		c.nodes = append(c.nodes, n)
+		if err := n.startFresh(); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
@@ -47,15 +92,15 @@ func StartCluster(t testing.TB, masters int, opts ...Option) *Cluster {
 		lo, hi := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
 		// Distinct epochs avoid a config-epoch collision round, as redis-cli does.
 		if err := cl.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
-			c.fatal(t, "set config epoch on %s: %v", c.nodes[i].Addr(), err)
+			return c.failure("set config epoch on %s: %v", c.nodes[i].Addr(), err)
 		}
 		if err := cl.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			c.fatal(t, "add slots %d-%d on %s: %v", lo, hi, c.nodes[i].Addr(), err)
+			return c.failure("add slots %d-%d on %s: %v", lo, hi, c.nodes[i].Addr(), err)
 		}
 	}
 	for _, n := range c.nodes[1:] {
 		if err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", n.port, n.busPort).Err(); err != nil {
-			c.fatal(t, "cluster meet %s: %v", n.Addr(), err)
+			return c.failure("cluster meet %s: %v", n.Addr(), err)
 		}
 	}
 	tick := time.NewTicker(pollInterval)
@@ -63,11 +108,11 @@ func StartCluster(t testing.TB, masters int, opts ...Option) *Cluster {
 	for {
 		err := c.check(ctx, clients)
 		if err == nil {
-			return c
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			c.fatal(t, "cluster not ready within %v: %v", clusterTimeout, err)
+			return c.failure("cluster not ready within %v: %v", clusterTimeout, err)
 		case <-tick.C:
 		}
 	}
@@ -105,13 +150,12 @@ func (c *Cluster) check(ctx context.Context, clients []*redis.Client) error {
 	return nil
 }
 
-func (c *Cluster) fatal(t testing.TB, format string, args ...any) {
-	t.Helper()
+func (c *Cluster) failure(format string, args ...any) error {
 	var b strings.Builder
 	for _, n := range c.nodes {
 		fmt.Fprintf(&b, "\n--- %s output (tail) ---\n%s", n.Addr(), n.Tail())
 	}
-	t.Fatalf("redistest: start cluster: %s%s", fmt.Sprintf(format, args...), b.String())
+	return fmt.Errorf("redistest: start cluster: %s%s", fmt.Sprintf(format, args...), b.String())
 }
 
 // Addrs returns the addresses of all nodes, in node order.

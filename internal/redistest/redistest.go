@@ -73,6 +73,7 @@ type Server struct {
 	bin, dir, logPath string
 	extra             []string
 	port, busPort     int // busPort is the cluster bus port, 0 for a standalone server
+	cluster           bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -85,31 +86,58 @@ type Server struct {
 // PING. The server is killed when the test finishes.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	return start(t, false, opts)
+	s := newServer(Binary(t), t.TempDir(), false, opts)
+	t.Cleanup(s.Kill) // registered after TempDir, so it runs before the directory is removed
+	if err := s.startFresh(); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
-func start(t testing.TB, cluster bool, opts []Option) *Server {
-	t.Helper()
+// Launch is Start for programs outside tests, such as benchmark runners: the
+// server keeps its files in dir (which must exist), and the caller must Close
+// it. It fails if redis-server is not on PATH.
+func Launch(dir string, opts ...Option) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	s := newServer(bin, dir, false, opts)
+	if err := s.startFresh(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close kills the server; it is Kill, for servers from Launch.
+func (s *Server) Close() { s.Kill() }
+
+func newServer(bin, dir string, cluster bool, opts []Option) *Server {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Server{bin: Binary(t), dir: t.TempDir(), extra: cfg.args}
+	s := &Server{bin: bin, dir: dir, extra: cfg.args, cluster: cluster}
 	s.logPath = filepath.Join(s.dir, "redistest.log")
-	t.Cleanup(s.Kill) // registered after TempDir, so it runs before the directory is removed
+	return s
+}
+
+// startFresh launches the server on free ports, trying new ones if a port
+// turns out to be taken.
+func (s *Server) startFresh() error {
 	var err error
 	for range bindAttempts {
-		if s.port, s.busPort, err = freePorts(cluster); err != nil {
-			t.Fatalf("redistest: pick a free port: %v", err)
+		if s.port, s.busPort, err = freePorts(s.cluster); err != nil {
+			return fmt.Errorf("redistest: pick a free port: %w", err)
 		}
 		if err = s.launch(); !errors.Is(err, errAddrInUse) {
 			break
 		}
 	}
 	if err != nil {
-		t.Fatalf("redistest: start redis-server: %v\n--- server output (tail) ---\n%s", err, s.Tail())
+		return fmt.Errorf("redistest: start redis-server: %w\n--- server output (tail) ---\n%s", err, s.Tail())
 	}
-	return s
+	return nil
 }
 
 // freePorts returns a free loopback port, plus a second one for the cluster
