@@ -1,0 +1,336 @@
+// Package contracttest is the HTTP contract suite that every idemkey
+// adapter (ginmw, httpmw) must pass, against a real redis-server and
+// against miniredis. An adapter's test calls Run with a Mount that puts the
+// adapter in front of the suite's application handler.
+package contracttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/internal/httpcore"
+	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+// Mount returns app behind the adapter under test, configured with store and opts.
+type Mount func(t testing.TB, store *redisstore.Store, opts httpcore.Options, app http.Handler) http.Handler
+
+// backend is a Redis the suite runs against.
+type backend struct {
+	srv *redistest.Server    // nil for miniredis
+	mr  *miniredis.Miniredis // nil for redis-server
+}
+
+func (b backend) options() *redis.Options {
+	if b.srv != nil {
+		return b.srv.Options()
+	}
+	return &redis.Options{Addr: b.mr.Addr(), ContextTimeoutEnabled: true}
+}
+
+// client opens a client of its own, as another process would.
+func (b backend) client(t testing.TB) *redis.Client {
+	o := b.options()
+	o.MaxRetries = -1 // fault tests want failures, not retries
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// env is one application instance: app behind the adapter, on a real HTTP server.
+type env struct {
+	t     *testing.T
+	b     backend
+	rdb   redis.Scripter
+	store *redisstore.Store
+	app   *app
+	h     http.Handler
+	srv   *httptest.Server
+}
+
+type envConfig struct {
+	store  redisstore.Options
+	opts   httpcore.Options
+	client redis.Scripter // default: a fresh client of b
+	app    *app           // default: a fresh app
+}
+
+func newEnv(t *testing.T, b backend, mount Mount, cfg envConfig) *env {
+	t.Helper()
+	e := &env{t: t, b: b, rdb: cfg.client, app: cfg.app}
+	if e.rdb == nil {
+		e.rdb = b.client(t)
+	}
+	if e.app == nil {
+		e.app = newApp()
+	}
+	var err error
+	e.store, err = redisstore.New(e.rdb, cfg.store)
+	require.NoError(t, err)
+	e.h = mount(t, e.store, cfg.opts, e.app.handler())
+	e.srv = httptest.NewServer(e.h)
+	t.Cleanup(e.srv.Close)
+	t.Cleanup(e.app.open) // before the server closes: no handler stays blocked
+	return e
+}
+
+// response is what a client got.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) replayed() bool { return r.header.Get("Idempotent-Replayed") == "true" }
+
+// problemType returns the slug of a problem+json response's type.
+func (r *response) problemType(t testing.TB) string {
+	t.Helper()
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), "body: %s", r.body)
+	var p struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &p))
+	require.Equal(t, r.status, p.Status)
+	require.NotEmpty(t, p.Title)
+	require.NotEmpty(t, p.Detail)
+	require.True(t, strings.HasPrefix(p.Type, httpcore.DefaultProblemBase), p.Type)
+	return strings.TrimPrefix(p.Type, httpcore.DefaultProblemBase)
+}
+
+// req describes a request; zero fields get defaults.
+type req struct {
+	method, path, key, body, contentType, auth string
+	noKey                                      bool
+	header                                     http.Header
+}
+
+func (e *env) newRequest(r req) *http.Request {
+	if r.method == "" {
+		r.method = http.MethodPost
+	}
+	if r.path == "" {
+		r.path = "/payments"
+	}
+	if r.contentType == "" {
+		r.contentType = "application/json"
+	}
+	if r.auth == "" {
+		r.auth = "Bearer alice"
+	}
+	hr := httptest.NewRequest(r.method, e.srv.URL+r.path, strings.NewReader(r.body))
+	hr.RequestURI = ""
+	hr.Header.Set("Content-Type", r.contentType)
+	hr.Header.Set("Authorization", r.auth)
+	if !r.noKey {
+		hr.Header.Set("Idempotency-Key", r.key)
+	}
+	for k, v := range r.header {
+		hr.Header[k] = v
+	}
+	return hr
+}
+
+// do sends r over HTTP.
+func (e *env) do(r req) *response {
+	e.t.Helper()
+	hr := e.newRequest(r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := e.srv.Client().Do(hr.WithContext(ctx))
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return &response{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// serve runs r in-process, for requests a real client would refuse to send
+// (control bytes in headers) and handlers that panic.
+func (e *env) serve(hr *http.Request) *response {
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, hr)
+	return &response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+// keys counts the Redis keys, to show that nothing was stored.
+func (e *env) keys() int64 {
+	e.t.Helper()
+	n, err := e.b.client(e.t).DBSize(context.Background()).Result()
+	require.NoError(e.t, err)
+	return n
+}
+
+var seq atomic.Int64
+
+// newKey returns an idempotency key no other test uses.
+func newKey() string { return "key-" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) }
+
+// app is the application behind the middleware: it counts its executions
+// per idempotency key and can be made slow, failing or crashing.
+type app struct {
+	mu      sync.Mutex
+	runs    map[string]int // executions by key
+	charges map[string]int // side effects by key (the payment endpoint)
+	total   atomic.Int64
+	gate    chan struct{} // /slow and /checkpoint wait on it
+	opened  sync.Once
+	started chan string   // /slow and /checkpoint report their start
+	fails   atomic.Int64  // /flaky fails while positive
+}
+
+func newApp() *app {
+	return &app{runs: map[string]int{}, charges: map[string]int{}, gate: make(chan struct{}), started: make(chan string, 1000)}
+}
+
+// open lets every waiting handler finish.
+func (a *app) open() { a.opened.Do(func() { close(a.gate) }) }
+
+func (a *app) count(r *http.Request) int64 {
+	key := httpcore.Key(r.Context())
+	a.mu.Lock()
+	a.runs[key]++
+	a.mu.Unlock()
+	return a.total.Add(1)
+}
+
+func (a *app) runsOf(key string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runs[key]
+}
+
+func (a *app) chargesOf(key string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.charges[key]
+}
+
+func (a *app) handler() http.Handler {
+	mux := http.NewServeMux()
+	// A payment: 201 with a fresh ID and its Location.
+	pay := func(w http.ResponseWriter, r *http.Request) {
+		n := a.count(r)
+		body, _ := io.ReadAll(r.Body)
+		id := fmt.Sprintf("pay_%d", n)
+		w.Header().Set("Location", "/payments/"+id)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Add("X-Multi", "one")
+		w.Header().Add("X-Multi", "two")
+		http.SetCookie(w, &http.Cookie{Name: "session", Value: id})
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%q,"request":%s,"run":%d}`, id, orNull(body), n)
+	}
+	mux.HandleFunc("/payments", pay)
+	mux.HandleFunc("/status/{code}", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		code, _ := strconv.Atoi(r.PathValue("code"))
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "status %d, run %d", code, a.total.Load())
+	})
+	// Fails with 503 while fails > 0, then succeeds.
+	mux.HandleFunc("/flaky", func(w http.ResponseWriter, r *http.Request) {
+		n := a.count(r)
+		if a.fails.Add(-1) >= 0 {
+			http.Error(w, "dependency down", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "created on run %d", n)
+	})
+	mux.HandleFunc("/panic", func(w http.ResponseWriter, r *http.Request) {
+		n := a.count(r)
+		if n == 1 {
+			w.Header().Set("X-Half", "written")
+			w.WriteHeader(http.StatusCreated)
+			panic("handler crashed")
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "created on run %d", n)
+	})
+	// Waits for the gate, then answers.
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		n := a.count(r)
+		a.started <- httpcore.Key(r.Context())
+		<-a.gate
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "slow run %d", n)
+	})
+	// Sleeps ?ms=, then answers: for bursts.
+	mux.HandleFunc("/sleep", func(w http.ResponseWriter, r *http.Request) {
+		n := a.count(r)
+		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"run":%d}`, n)
+	})
+	// A two-step operation: charge (the side effect), checkpoint, then wait
+	// for the gate; a takeover resumes after the charge.
+	mux.HandleFunc("/checkpoint", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		ctx := r.Context()
+		key := httpcore.Key(ctx)
+		charge, _ := httpcore.RecoveryPoint(ctx)
+		if charge == "" {
+			a.mu.Lock()
+			a.charges[key]++
+			a.mu.Unlock()
+			if err := httpcore.Checkpoint(ctx, "charged", []byte("ch_"+key)); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			a.started <- key
+			<-a.gate
+		}
+		_, data := httpcore.RecoveryPoint(ctx)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "paid, charge %s (resumed %t)", data, data != nil)
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		http.Redirect(w, r, "/payments/pay_9", http.StatusSeeOther)
+	})
+	mux.HandleFunc("/nobody", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		w.Header().Set("X-Done", "yes")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(bytes.Repeat([]byte{0xAB}, 64<<10))
+	})
+	mux.HandleFunc("/derived", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		fmt.Fprint(w, httpcore.DerivedKey(r.Context(), "charge"))
+	})
+	return mux
+}
+
+func orNull(b []byte) string {
+	if len(b) == 0 || !json.Valid(b) {
+		return "null"
+	}
+	return string(b)
+}

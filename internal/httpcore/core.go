@@ -1,0 +1,290 @@
+package httpcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+// Handler runs the Idempotency-Key contract around an HTTP handler. The
+// adapters in ginmw and httpmw call Begin before the application handler
+// and Exchange.Finish after it. A Handler is safe for concurrent use.
+type Handler struct {
+	store *redisstore.Store
+	o     Options
+}
+
+// New returns a Handler on store. It panics if store is nil or opts holds a
+// negative limit: both are programming errors.
+func New(store *redisstore.Store, opts Options) *Handler {
+	if store == nil {
+		panic("idemkey: nil store")
+	}
+	return &Handler{store: store, o: opts.withDefaults()}
+}
+
+// Options returns the handler's options, defaults filled in.
+func (h *Handler) Options() Options { return h.o }
+
+// Exchange is one request the application handler must run: it owns the
+// key's lease from Begin until Finish.
+type Exchange struct {
+	// Request is the request for the handler: its body can be read again,
+	// and its context carries the lease (see FromContext).
+	Request *http.Request
+	// Recorder is the writer for the handler.
+	Recorder *Recorder
+
+	h      *Handler
+	info   *Info
+	cancel context.CancelCauseFunc
+	stop   func() // stops the heartbeat and its watcher
+}
+
+// Begin does everything before the application handler runs. It returns:
+//   - pass: the request is not covered (method, Skip, optional key absent,
+//     or Redis down with FailOpen): run the handler with the original
+//     writer and request.
+//   - x != nil: the caller owns the key: run the handler with x.Request and
+//     x.Recorder (or a writer over it), then call x.Finish.
+//   - neither: Begin has written the response (a replay or a problem).
+func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pass bool) {
+	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r)) {
+		return nil, true
+	}
+	vals := r.Header.Values(h.o.Header)
+	if len(vals) == 0 {
+		if h.o.Optional {
+			return nil, true
+		}
+		h.fail(w, problemKeyMissing.with(fmt.Sprintf("This endpoint requires an %s header: a unique value per operation (a UUID works), sent again unchanged on every retry.", h.o.Header)))
+		return nil, false
+	}
+	if len(vals) > 1 {
+		h.fail(w, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
+		return nil, false
+	}
+	key, err := ParseKey(vals[0])
+	if err != nil {
+		h.fail(w, h.keyProblem(err.Error()))
+		return nil, false
+	}
+	scope, err := h.o.Scope(r)
+	if err != nil {
+		h.fail(w, problemScope.with("The caller could not be identified: "+err.Error()+"."))
+		return nil, false
+	}
+	body, p := h.readBody(w, r)
+	if p != nil {
+		h.fail(w, p)
+		return nil, false
+	}
+	fp, p := h.fingerprint(r, body)
+	if p != nil {
+		h.fail(w, p)
+		return nil, false
+	}
+
+	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: r.Method + " " + r.URL.Path}
+	c, err := h.claim(r.Context(), req)
+	var ip *redisstore.InProgressError
+	switch {
+	case err == nil:
+	case errors.As(err, &ip):
+		h.fail(w, &problemInProgress)
+		return nil, false
+	case errors.Is(err, redisstore.ErrMismatch):
+		h.fail(w, &problemKeyReused)
+		return nil, false
+	case r.Context().Err() != nil:
+		return nil, false // the client is gone; nobody reads an answer
+	default:
+		if h.o.FailOpen {
+			h.o.Logger.Warn("idemkey: store unavailable, running unprotected", "key", key, "err", err)
+			r.Body = io.NopCloser(bytesReader(body))
+			return nil, true
+		}
+		h.o.Logger.Warn("idemkey: store unavailable", "key", key, "err", err)
+		h.fail(w, &problemUnavailable)
+		return nil, false
+	}
+	if c.Status == redisstore.Replayed {
+		h.replay(w, c.Response)
+		return nil, false
+	}
+	return h.start(w, r, body, key, c.Lease), false
+}
+
+// claim claims req, and in wait mode keeps claiming while the key is in
+// progress, until the owner finishes or Options.Wait runs out.
+func (h *Handler) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
+	deadline := time.Now().Add(h.o.Wait)
+	backoff := 5 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+		c, err := h.store.Claim(cctx, req)
+		cancel()
+		if !errors.Is(err, redisstore.ErrInProgress) || h.o.Wait == 0 {
+			return c, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return c, err
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// start sets up an exchange for the lease's owner: the request with its body
+// restored and the lease in its context, the recorder, and the heartbeat.
+func (h *Handler) start(w http.ResponseWriter, r *http.Request, body []byte, key string, l *redisstore.Lease) *Exchange {
+	info := &Info{Key: key, Lease: l, timeout: h.o.Timeout}
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), ctxKey{}, info))
+	r2 := r.WithContext(ctx)
+	r2.Body = io.NopCloser(bytesReader(body))
+	r2.ContentLength = int64(len(body))
+	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes), h: h, info: info, cancel: cancel}
+
+	lost, stopBeat := l.KeepAlive()
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var over <-chan time.Time
+		if d := h.store.Options().MaxDuration; d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			over = t.C
+		}
+		select {
+		case <-lost:
+			cancel(redisstore.ErrLeaseLost)
+		case <-over:
+			stopBeat()
+			cancel(redisstore.ErrMaxDuration)
+		case <-done:
+		}
+	}()
+	x.stop = func() {
+		close(done)
+		<-exited
+		stopBeat()
+	}
+	return x
+}
+
+// Finish ends the exchange after the handler returned (panicked == nil) or
+// did not (the recovered panic value; the caller re-panics after Finish). It
+// stores the outcome or releases the key, then sends the held-back response
+// unless the handler panicked. Run calls it; adapters call it directly only
+// if they cannot use Run.
+func (x *Exchange) Finish(panicked any) {
+	x.stop()
+	defer x.cancel(nil)
+	h, rec := x.h, x.Recorder
+	rec.Commit()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), h.o.Timeout)
+	defer cancel()
+	l := x.info.Lease
+	if panicked != nil || rec.hijacked || !h.o.Store(rec.status) {
+		if err := l.Release(ctx); err != nil {
+			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "key", x.info.Key, "err", err)
+		}
+	} else if err := l.Complete(ctx, h.encode(rec)); err != nil {
+		h.o.Logger.Error("idemkey: outcome not stored; a retry after the lease will run the handler again unless it resumes from a checkpoint",
+			"key", x.info.Key, "status", rec.status, "err", err)
+	}
+	if panicked == nil {
+		rec.flushHeld()
+	}
+}
+
+// encode turns the recorded response into the stored outcome.
+func (h *Handler) encode(rec *Recorder) redisstore.Response {
+	hdr := rec.storedHeader(h.o.OmitHeaders)
+	body := rec.body
+	if rec.oversize {
+		p := problem{status: rec.status, slug: "response-too-large", title: "Response too large to replay",
+			detail: fmt.Sprintf("The original response had a body of %d bytes, more than the %d bytes kept for replay. The request ran once and this is its status; its body cannot be sent again.", rec.size, h.o.MaxResponseBytes)}
+		body = p.body(h.o.ProblemBase)
+		hdr.Set("Content-Type", "application/problem+json")
+		hdr.Del("Content-Encoding")
+	}
+	return redisstore.Response{Code: rec.status, Body: appendResponse(nil, hdr, body, rec.oversize)}
+}
+
+// replay writes a stored outcome with Idempotent-Replayed: true.
+func (h *Handler) replay(w http.ResponseWriter, stored redisstore.Response) {
+	resp, err := DecodeResponse(stored.Code, stored.Body)
+	if err != nil {
+		h.o.Logger.Error("idemkey: stored response unreadable", "err", err)
+		h.fail(w, &problem{status: http.StatusInternalServerError, slug: "stored-response-unreadable", title: "Stored response unreadable",
+			detail: "The stored outcome of this request cannot be read. The request ran once; contact the service."})
+		return
+	}
+	hdr := w.Header()
+	for k, v := range resp.Header {
+		hdr[k] = v
+	}
+	hdr.Set("Idempotent-Replayed", "true")
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// fail writes a problem, with Retry-After where the client should retry.
+func (h *Handler) fail(w http.ResponseWriter, p *problem) {
+	if p.status == http.StatusConflict || p.status == http.StatusServiceUnavailable {
+		q := *p
+		q.retryAfter = h.o.RetryAfter
+		p = &q
+	}
+	p.write(w, h.o.ProblemBase)
+}
+
+func (h *Handler) keyProblem(detail string) *problem {
+	return &problem{status: http.StatusBadRequest, slug: "key-malformed", title: "Idempotency key malformed",
+		detail: fmt.Sprintf("The %s header is malformed: %s. Send 1 to %d visible ASCII characters (a UUID works), as a bare value or an RFC 8941 quoted string.", h.o.Header, detail, MaxKeyLen)}
+}
+
+// readBody reads the whole request body, within MaxBodyBytes and
+// BodyTimeout, before anything is claimed: a body that is too large, too
+// slow or cut short never holds a key.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
+	tooLarge := problemBodyTooLarge.with(fmt.Sprintf("The request body exceeds %d bytes. Nothing was processed or stored.", h.o.MaxBodyBytes))
+	if r.ContentLength > h.o.MaxBodyBytes {
+		return nil, tooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.o.MaxBodyBytes+1))
+	_ = r.Body.Close()
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &problemBodyTimeout
+	case err != nil:
+		return nil, &problemBodyUnreadable
+	case int64(len(body)) > h.o.MaxBodyBytes:
+		return nil, tooLarge
+	}
+	return body, nil
+}

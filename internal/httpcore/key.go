@@ -1,0 +1,70 @@
+package httpcore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MaxKeyLen is the longest idempotency key accepted, in characters.
+const MaxKeyLen = 255
+
+// ErrKey is wrapped by every error ParseKey returns.
+var ErrKey = errors.New("malformed idempotency key")
+
+// ParseKey decodes the value of an Idempotency-Key header: either a bare
+// token of visible ASCII characters (as Stripe's clients send it) or an RFC
+// 8941 sf-string ("..." with \" and \\ escapes, as the IETF httpapi draft
+// specifies). Both forms name the same key: abc and "abc" are equal. The key
+// must be 1 to MaxKeyLen characters; a bare token may not contain spaces,
+// quotes or backslashes, and an sf-string may not have parameters.
+// Surrounding spaces and tabs are ignored.
+func ParseKey(v string) (string, error) {
+	v = strings.Trim(v, " \t")
+	if v == "" {
+		return "", errorf("the key is empty")
+	}
+	if v[0] != '"' {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+				return "", errorf("the key has a character other than visible ASCII at position %d (quote it as an RFC 8941 string to include spaces)", i+1)
+			}
+		}
+		if len(v) > MaxKeyLen {
+			return "", errorf("the key is %d characters long; the limit is %d", len(v), MaxKeyLen)
+		}
+		return v, nil
+	}
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\':
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", errorf("the quoted key has a backslash not followed by \" or \\")
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			if i != len(v)-1 {
+				return "", errorf("the quoted key has characters after its closing quote")
+			}
+			k := b.String()
+			switch {
+			case k == "":
+				return "", errorf("the key is empty")
+			case len(k) > MaxKeyLen:
+				return "", errorf("the key is %d characters long; the limit is %d", len(k), MaxKeyLen)
+			}
+			return k, nil
+		case c < ' ' || c >= 0x7f:
+			return "", errorf("the quoted key has a character other than printable ASCII at position %d", i+1)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", errorf("the quoted key has no closing quote")
+}
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrKey, fmt.Sprintf(format, args...))
+}
