@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -395,7 +395,7 @@ func run(t *testing.T, mount Mount, b backend) {
 		key := newKey()
 		go func() { dying.do(req{path: "/checkpoint", key: key}) }()
 		require.Equal(t, key, <-shared.started) // charged and checkpointed
-		fc.kill()                                // its heartbeat and its complete never reach Redis again
+		fc.kill()                               // its heartbeat and its complete never reach Redis again
 
 		require.Equal(t, http.StatusConflict, alive.do(req{path: "/checkpoint", key: key}).status)
 		if b.mr != nil {

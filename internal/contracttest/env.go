@@ -183,7 +183,9 @@ func (e *env) keys() int64 {
 var seq atomic.Int64
 
 // newKey returns an idempotency key no other test uses.
-func newKey() string { return "key-" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) }
+func newKey() string {
+	return "key-" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
 
 // app is the application behind the middleware: it counts its executions
 // per idempotency key and can be made slow, failing or crashing.
@@ -194,8 +196,8 @@ type app struct {
 	total   atomic.Int64
 	gate    chan struct{} // /slow and /checkpoint wait on it
 	opened  sync.Once
-	started chan string   // /slow and /checkpoint report their start
-	fails   atomic.Int64  // /flaky fails while positive
+	started chan string  // /slow and /checkpoint report their start
+	fails   atomic.Int64 // /flaky fails while positive
 }
 
 func newApp() *app {
