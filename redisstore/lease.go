@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Lease is a caller's ownership of one record, from a successful claim until
@@ -45,24 +47,69 @@ func (l *Lease) Request() Request { return l.req }
 
 // Complete stores resp as the operation's outcome, which every later claim of
 // the key gets as a replay, and drops the lease; the record then lives for the
-// store's retention. It is safe to call again after an error: a repeat by the
-// same lease succeeds. It returns ErrLeaseLost if the record is no longer
-// this lease's.
+// store's retention. The side effect has happened by now, so Complete tries
+// hard: if Redis cannot be reached it tries again with backoff (up to 8 tries
+// in about 2s) until ctx is done. A repeat by the same lease is harmless, so
+// a lost reply costs nothing. It returns ErrLeaseLost if the record is no
+// longer this lease's.
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
-	reply, err := completeScript.Run(ctx, l.store.client, l.keys[:],
-		l.token, strconv.Itoa(resp.Code), resp.Body, l.store.retentionMS).Result()
-	return decodeOK("complete", reply, err)
+	code := strconv.Itoa(resp.Code)
+	return persist(ctx, func() error {
+		reply, err := completeScript.Run(ctx, l.store.client, l.keys[:], l.token, code, resp.Body, l.store.retentionMS).Result()
+		return decodeOK("complete", reply, err)
+	})
 }
 
 // Release gives the key up without an outcome, for a failure that committed
 // nothing: the next claim runs the operation again. If a recovery point was
 // checkpointed, the record keeps it and only the lease goes, so the next claim
-// takes over at once and resumes. Releasing a record that no longer exists
-// succeeds; it returns ErrLeaseLost if another lease owns the record or it was
-// completed.
+// takes over at once and resumes. Like Complete, it tries again while Redis
+// cannot be reached. Releasing a record that no longer exists succeeds; it
+// returns ErrLeaseLost if another lease owns the record or it was completed.
 func (l *Lease) Release(ctx context.Context) error {
-	reply, err := releaseScript.Run(ctx, l.store.client, l.keys[:], l.token).Result()
-	return decodeOK("release", reply, err)
+	return persist(ctx, func() error {
+		reply, err := releaseScript.Run(ctx, l.store.client, l.keys[:], l.token).Result()
+		return decodeOK("release", reply, err)
+	})
+}
+
+// persist runs a write that is safe to repeat until it reaches Redis: up to
+// 8 tries, 10ms apart doubling to 500ms, while ctx lasts. Answers from Redis
+// (ErrLeaseLost, a script error) are final; only failures to reach it are
+// tried again.
+func persist(ctx context.Context, write func() error) error {
+	backoff := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := write()
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || isRedisReply(err) || try == 8 {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// isRedisReply reports whether err is a final error reply from Redis
+// (WRONGTYPE, a script error): Redis was reached and trying again cannot
+// help. Replies that say "not now" (loading after a restart, cluster down,
+// failing over) are not final.
+func isRedisReply(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	for _, p := range [...]string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // Extend pushes the lease out to the store's full lease duration from now. It
