@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idemkey/idemkey/examples/payments"
+	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+const demoAbout = `Starts an embedded Redis (miniredis) and the example payments API on a free
+loopback port, fires a retry storm at it (every key sent several times at
+once, each key its own payment), then reads the side effects back from
+Redis: payments created and provider charges must both equal the number of
+keys. No Redis needed.
+
+Exit status: 0 when every key ran exactly once, 1 if not, 2 on a usage error.
+`
+
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "[flags]", demoAbout, stderr)
+	var (
+		keys    = fs.Int("keys", 300, "distinct idempotency keys, one payment each")
+		dups    = fs.Int("dups", 5, "identical requests per key, sent concurrently")
+		conc    = fs.Int("concurrency", 50, "concurrent requests")
+		latency = fs.Duration("provider-latency", 20*time.Millisecond, "time each call to the simulated provider takes")
+	)
+	if code, stop := parseFlags(fs, args); stop {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(stderr, "demo", "unexpected argument %q", fs.Arg(0))
+	case *keys < 1 || *dups < 1 || *conc < 1:
+		return usageError(stderr, "demo", "--keys, --dups and --concurrency must be at least 1")
+	case *keys > 100_000:
+		return usageError(stderr, "demo", "--keys must be at most 100000")
+	case *latency < 0:
+		return usageError(stderr, "demo", "--provider-latency must not be negative")
+	}
+
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mr, rdb, err := embedded()
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 1
+	}
+	defer mr.Close()
+	defer rdb.Close()
+	store, err := redisstore.New(rdb, redisstore.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 1
+	}
+	api, err := payments.New(payments.Config{
+		Redis: rdb,
+		Store: store,
+		// Duplicates wait for the first attempt and get its answer, so the
+		// storm ends with an answer for every request, not a pile of 409s.
+		Idempotency:     ginmw.Options{Wait: 5 * time.Second, Logger: logger},
+		ProviderLatency: *latency,
+		Logger:          logger,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 1
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	url := fmt.Sprintf("http://%s/v1/payments", ln.Addr())
+	fmt.Fprintf(stdout, "idemkey demo: the payments API (examples/payments) on embedded Redis, at %s\n", url)
+	fmt.Fprintf(stdout, "retry storm: %d payments, each sent %d times at once under one Idempotency-Key; provider latency %s\n\n",
+		*keys, *dups, *latency)
+
+	rep, err := storm.Run(ctx, storm.Config{
+		URL:         url,
+		Header:      http.Header{"Authorization": {"Bearer demo-merchant"}},
+		BodyFor:     demoPayment,
+		Keys:        *keys,
+		Dups:        *dups,
+		Concurrency: *conc,
+		Retry409:    true,
+		Timeout:     30 * time.Second,
+		KeyPrefix:   "demo-",
+	})
+	if rep == nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 2
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: storm interrupted: %v\n", err)
+		return 1
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := api.Stats(sctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: reading the side effects: %v\n", err)
+		return 1
+	}
+	want := int64(*keys)
+	fmt.Fprintf(stdout, "\nside effects, read back from Redis:\n")
+	fmt.Fprintf(stdout, "  %-22s %d\n", "payments asked for", want)
+	fmt.Fprintf(stdout, "  %-22s %d\n", "payments created", st.PaymentsCreated)
+	fmt.Fprintf(stdout, "  %-22s %d\n", "provider charges", st.ProviderCharges)
+	fmt.Fprintf(stdout, "  %-22s %d\n", "provider deduplicated", st.ProviderDeduplicated)
+
+	var problems []string
+	if !rep.Pass() {
+		problems = append(problems, "the storm failed")
+	}
+	if rep.KeysUnresolved > 0 {
+		problems = append(problems, fmt.Sprintf("%d keys got no final answer", rep.KeysUnresolved))
+	}
+	if st.PaymentsCreated != want || st.ProviderCharges != want {
+		problems = append(problems, fmt.Sprintf("%d payments and %d charges for %d keys", st.PaymentsCreated, st.ProviderCharges, want))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stdout, "\nexactly once: FAIL (%s)\n", strings.Join(problems, "; "))
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nexactly once: PASS (%d requests, %d payments, %d charges)\n", rep.Requests, st.PaymentsCreated, st.ProviderCharges)
+	return 0
+}
+
+// demoPayment is the body of the i-th payment of the storm: every key its
+// own amount, currency and customer.
+func demoPayment(_ string, i int) []byte {
+	currencies := [...]string{"EUR", "USD", "GBP", "JPY"}
+	return fmt.Appendf(nil, `{"amount": %d, "currency": %q, "customer": "cus_%04d"}`,
+		500+(i*137)%9500, currencies[i%len(currencies)], i)
+}

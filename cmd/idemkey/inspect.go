@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemkey/idemkey/examples/payments"
+	"github.com/idemkey/idemkey/internal/httpcore"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+const inspectAbout = `Shows the idempotency record of KEY: its state, fingerprint, recovery
+point, stored response and TTLs. Records are per (scope, key); name the scope
+with exactly one of:
+
+  --scope S           the scope itself, as the middleware's Options.Scope or
+                      Request.Scope gave it ("" is a valid scope: --scope "")
+  --bearer TOKEN      the scope 'idemkey serve' gives a caller with
+                      Authorization: Bearer TOKEN (payments.Scope)
+  --authorization V   the scope the middleware's default Options.Scope gives a
+                      request with the header Authorization: V
+
+KEY is the key as the client sent it in Idempotency-Key; an RFC 8941 quoted
+form ("abc") is unquoted as the middleware does. Redis comes from --redis,
+else $REDIS_URL, else redis://127.0.0.1:6379/0.
+
+Exit status: 0 when the record exists, 1 when it does not, 2 on a usage
+error or when Redis cannot be reached.
+`
+
+// bodyPreview is the most of a stored body the text output shows.
+const bodyPreview = 2048
+
+func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--json] KEY", inspectAbout, stderr)
+	var (
+		redisURL = fs.String("redis", defaultRedisURL(), "Redis `URL`; default $REDIS_URL, else redis://127.0.0.1:6379/0")
+		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
+		scope    = fs.String("scope", "", "the record's `scope`")
+		bearer   = fs.String("bearer", "", "the bearer `token` of an 'idemkey serve' caller, instead of --scope")
+		authz    = fs.String("authorization", "", "an Authorization header `value`, for the default scope, instead of --scope")
+		asJSON   = fs.Bool("json", false, "print the record as one JSON object")
+	)
+	positional, code, stop := parseInterleaved(fs, args)
+	if stop {
+		return code
+	}
+	if len(positional) != 1 {
+		return usageError(stderr, "inspect", "want exactly one KEY, got %d arguments", len(positional))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var n int
+	for _, name := range []string{"scope", "bearer", "authorization"} {
+		if set[name] {
+			n++
+		}
+	}
+	if n != 1 {
+		return usageError(stderr, "inspect", "name the scope with exactly one of --scope, --bearer or --authorization")
+	}
+	switch {
+	case set["bearer"]:
+		*scope = payments.Scope(*bearer)
+	case set["authorization"]:
+		r, _ := http.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Authorization", *authz)
+		s, err := httpcore.DefaultScope(r)
+		if err != nil {
+			return usageError(stderr, "inspect", "--authorization: %v", err)
+		}
+		*scope = s
+	}
+	key := positional[0]
+	if strings.HasPrefix(key, `"`) {
+		k, err := httpcore.ParseKey(key)
+		if err != nil {
+			return usageError(stderr, "inspect", "KEY: %v", err)
+		}
+		key = k
+	}
+	url := *redisURL
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+
+	rdb, err := connect(ctx, url)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)
+		return 2
+	}
+	defer rdb.Close()
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: *prefix})
+	if err != nil {
+		return usageError(stderr, "inspect", "%v", err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rec, err := store.Lookup(lctx, *scope, key)
+	if errors.Is(err, redisstore.ErrNotFound) {
+		fmt.Fprintf(stderr, "idemkey inspect: no record for key %q in scope %q under prefix %q on %s: never claimed, released after a failure, expired, or another scope or prefix\n",
+			key, *scope, *prefix, redisName(rdb))
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(notFoundJSON{Found: false, Prefix: *prefix, Scope: *scope, Key: key})
+		}
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)
+		return 2
+	}
+	out := describeRecord(*prefix, rec)
+	if *asJSON {
+		err = json.NewEncoder(stdout).Encode(out)
+	} else {
+		err = out.writeText(stdout, time.Now())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)
+		return 2
+	}
+	return 0
+}
+
+// parseInterleaved parses flags that may come before and after the
+// positional arguments, as in "inspect KEY --json". Everything after "--" is
+// positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) (positional []string, code int, stop bool) {
+	for {
+		if code, stop := parseFlags(fs, args); stop {
+			return nil, code, true
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, 0, false
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), 0, false
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// recordJSON is a record as inspect shows it; --json prints it as is.
+type recordJSON struct {
+	Found         bool          `json:"found"`
+	Prefix        string        `json:"prefix"`
+	Scope         string        `json:"scope"`
+	Key           string        `json:"key"`
+	Label         string        `json:"label"`
+	State         string        `json:"state"`
+	Attempt       int           `json:"attempt"`
+	Fingerprint   string        `json:"fingerprint"` // hex
+	RecoveryPoint string        `json:"recovery_point"`
+	RecoveryData  *bytesJSON    `json:"recovery_data,omitempty"`
+	CreatedAt     time.Time     `json:"created_at"`
+	TTLMS         int64         `json:"ttl_ms"`
+	LeaseTTLMS    int64         `json:"lease_ttl_ms"` // 0 when no lease is held
+	Response      *responseJSON `json:"response,omitempty"`
+}
+
+type notFoundJSON struct {
+	Found  bool   `json:"found"`
+	Prefix string `json:"prefix"`
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+}
+
+// responseJSON is a stored outcome. HTTP is false for an outcome that is
+// not an HTTP response (stored by Store.Do, say): Body is then the raw
+// outcome and Headers is empty.
+type responseJSON struct {
+	Status      int         `json:"status"`
+	HTTP        bool        `json:"http"`
+	Headers     http.Header `json:"headers,omitempty"`
+	BodySize    int         `json:"body_size"`
+	BodyOmitted bool        `json:"body_omitted,omitempty"` // the original body was too large to store
+	Body        bytesJSON   `json:"body"`
+}
+
+// bytesJSON holds bytes as text when they are UTF-8, else as base64.
+type bytesJSON struct {
+	Text   *string `json:"text,omitempty"`
+	Base64 *string `json:"base64,omitempty"`
+}
+
+func newBytesJSON(b []byte) bytesJSON {
+	if utf8.Valid(b) {
+		s := string(b)
+		return bytesJSON{Text: &s}
+	}
+	s := base64.StdEncoding.EncodeToString(b)
+	return bytesJSON{Base64: &s}
+}
+
+func describeRecord(prefix string, rec *redisstore.Record) recordJSON {
+	out := recordJSON{
+		Found:         true,
+		Prefix:        prefix,
+		Scope:         rec.Scope,
+		Key:           rec.Key,
+		Label:         rec.Label,
+		State:         string(rec.State),
+		Attempt:       rec.Attempt,
+		Fingerprint:   hex.EncodeToString([]byte(rec.Fingerprint)),
+		RecoveryPoint: rec.RecoveryPoint,
+		CreatedAt:     rec.CreatedAt.UTC(),
+		TTLMS:         rec.TTL.Milliseconds(),
+		LeaseTTLMS:    rec.LeaseTTL.Milliseconds(),
+	}
+	if rec.RecoveryData != nil {
+		d := newBytesJSON(rec.RecoveryData)
+		out.RecoveryData = &d
+	}
+	if r := rec.Response; r != nil {
+		if hr, err := httpcore.DecodeResponse(r.Code, r.Body); err == nil {
+			out.Response = &responseJSON{Status: hr.Status, HTTP: true, Headers: hr.Header, BodySize: len(hr.Body),
+				BodyOmitted: hr.BodyOmitted, Body: newBytesJSON(hr.Body)}
+		} else {
+			out.Response = &responseJSON{Status: r.Code, BodySize: len(r.Body), Body: newBytesJSON(r.Body)}
+		}
+	}
+	return out
+}
+
+func (r recordJSON) writeText(w io.Writer, now time.Time) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("key", "%q", r.Key)
+	row("scope", "%q", r.Scope)
+	row("prefix", "%q", r.Prefix)
+	if r.Label != "" {
+		row("label", "%s", r.Label)
+	}
+	state := r.State
+	switch {
+	case r.State == string(redisstore.Completed):
+		state += " (retries get the stored response)"
+	case r.LeaseTTLMS > 0:
+		state += " (running: duplicates get 409 until it completes or its lease runs out)"
+	default:
+		state += " (its owner died or stalled: the next retry takes it over)"
+	}
+	row("state", "%s", state)
+	attempt := fmt.Sprint(r.Attempt)
+	if r.Attempt > 1 {
+		attempt += fmt.Sprintf(" (taken over %d time%s)", r.Attempt-1, plural(r.Attempt-1))
+	}
+	row("attempt", "%s", attempt)
+	row("fingerprint", "%s", r.Fingerprint)
+	switch {
+	case r.RecoveryPoint == "":
+		row("recovery", "none")
+	case r.RecoveryData == nil:
+		row("recovery", "%s", r.RecoveryPoint)
+	default:
+		row("recovery", "%s, data %s", r.RecoveryPoint, r.RecoveryData.preview(200))
+	}
+	created := "unknown"
+	if !r.CreatedAt.IsZero() {
+		created = fmt.Sprintf("%s (%s ago)", r.CreatedAt.Format(time.RFC3339), now.Sub(r.CreatedAt).Round(time.Millisecond))
+	}
+	row("created", "%s", created)
+	row("ttl", "%s", time.Duration(r.TTLMS)*time.Millisecond)
+	if r.LeaseTTLMS > 0 {
+		row("lease", "%s left", time.Duration(r.LeaseTTLMS)*time.Millisecond)
+	} else {
+		row("lease", "none")
+	}
+	if resp := r.Response; resp != nil {
+		if resp.HTTP {
+			row("response", "%d %s", resp.Status, http.StatusText(resp.Status))
+			names := slices.Sorted(maps.Keys(resp.Headers))
+			label := "headers"
+			for _, k := range names {
+				for _, v := range resp.Headers[k] {
+					row(label, "%s: %s", k, v)
+					label = ""
+				}
+			}
+			if label != "" {
+				row(label, "none")
+			}
+		} else {
+			row("response", "code %d (not an HTTP response)", resp.Status)
+		}
+		size := fmt.Sprintf("%d bytes", resp.BodySize)
+		if resp.BodyOmitted {
+			size += " (the original body was too large to store; replays get this problem instead)"
+		}
+		row("body size", "%s", size)
+		if resp.BodySize > 0 {
+			row("body", "%s", resp.Body.preview(bodyPreview))
+		}
+	} else {
+		row("response", "none yet")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// preview renders the bytes for a terminal: text quoted when it has
+// control characters, cut after max bytes.
+func (b bytesJSON) preview(max int) string {
+	var s string
+	var kind string
+	if b.Text != nil {
+		s = *b.Text
+	} else if b.Base64 != nil {
+		s, kind = *b.Base64, "base64 "
+	}
+	cut := ""
+	if len(s) > max {
+		cut = fmt.Sprintf(" ... (%d more bytes)", len(s)-max)
+		s = s[:max]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		s = fmt.Sprintf("%q", s)
+	}
+	return kind + s + cut
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

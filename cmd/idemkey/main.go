@@ -1,0 +1,66 @@
+// Command idemkey shows idempotency keys at work, and checks them.
+//
+//	idemkey demo                  a retry storm against the example payments API on embedded Redis
+//	idemkey serve [flags]         the example payments API, protected by ginmw
+//	idemkey storm --url URL ...   a retry-storm load tester for any Idempotency-Key endpoint
+//	idemkey inspect [flags] KEY   the idempotency record of one key
+//
+// Run "idemkey <command> -h" for a command's flags. Every command exits 0
+// on success and 2 on a usage error; see each command for its other codes.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkey/idemkey/internal/storm"
+)
+
+const usage = `idemkey: retried requests, made safe.
+
+Usage:
+  idemkey demo [flags]             run a retry storm against the payments API on embedded Redis
+  idemkey serve [flags]            serve the example payments API (examples/payments)
+  idemkey storm --url URL [flags]  retry-storm any HTTP endpoint that takes Idempotency-Key
+  idemkey inspect [flags] KEY      show the idempotency record of a key
+
+Run 'idemkey <command> -h' for the flags of a command.
+`
+
+func main() {
+	gin.SetMode(gin.ReleaseMode)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command named by args[0] and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "demo":
+		return demo(ctx, rest, stdout, stderr)
+	case "serve":
+		return serve(ctx, rest, stdout, stderr)
+	case "storm":
+		return storm.Command(ctx, rest, stdout, stderr)
+	case "inspect":
+		return inspect(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "idemkey: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+}

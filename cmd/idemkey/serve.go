@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkey/idemkey/examples/payments"
+	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+const serveAbout = `Serves the example payments API (package examples/payments), protected by
+the Gin middleware:
+
+  POST /v1/payments      Idempotency-Key and Authorization: Bearer <token> required;
+                         body {"amount": 1200, "currency": "EUR", "customer": "cus_1"}
+  GET  /v1/payments/ID   one of the caller's payments
+  GET  /v1/stats         {"payments_created", "provider_charges", "provider_deduplicated"}
+
+Redis comes from --redis, else $REDIS_URL, else an embedded in-memory
+miniredis that is gone when serve exits. Idempotency records live under
+"idem:", the demo's data (payments, the simulated provider's charges) under
+"demo:". The idempotency scope of a caller is payments.Scope(token); find a
+record with 'idemkey inspect --bearer TOKEN KEY'.
+
+With --wait, a duplicate of a request in progress waits for its answer
+instead of getting 409 at once (--wait 0 gives the plain 409 contract).
+
+--faults enables the X-Demo-Fault request header:
+  provider-unavailable  the provider fails before charging: 503, key released
+  crash-after-charge    the process exits at once (status 3) right after the
+                        charged checkpoint; a retry after --lease resumes
+
+Stops gracefully on SIGINT or SIGTERM. Exit status: 0 after a clean stop,
+1 if Redis or the listener fails, 2 on a usage error, 3 after a
+crash-after-charge drill.
+`
+
+// crashExitCode is the exit status of a crash-after-charge drill.
+const crashExitCode = 3
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", "[flags]", serveAbout, stderr)
+	var (
+		addr      = fs.String("addr", "127.0.0.1:8080", "listen `address`; port 0 picks a free one")
+		redisURL  = fs.String("redis", defaultRedisURL(), "Redis `URL` (redis://host:port/db); default $REDIS_URL, else embedded miniredis")
+		lease     = fs.Duration("lease", 10*time.Second, "idempotency lease: how long a crashed attempt blocks its key")
+		retention = fs.Duration("retention", 24*time.Hour, "how long completed outcomes are replayed")
+		latency   = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
+		wait      = fs.Duration("wait", 2*time.Second, "how long a duplicate waits for the first attempt before 409")
+		faults    = fs.Bool("faults", false, "enable the X-Demo-Fault header for fault drills")
+	)
+	if code, stop := parseFlags(fs, args); stop {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "serve", "unexpected argument %q", fs.Arg(0))
+	}
+	if *wait < 0 || *latency < 0 {
+		return usageError(stderr, "serve", "--wait and --provider-latency must not be negative")
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+
+	var rdb *redis.Client
+	if *redisURL == "" {
+		mr, c, err := embedded()
+		if err != nil {
+			fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
+			return 1
+		}
+		defer mr.Close()
+		rdb = c
+		fmt.Fprintf(stdout, "redis: embedded miniredis at redis://%s (in memory, gone on exit; set --redis or %s for a real Redis)\n", mr.Addr(), redisEnv)
+	} else {
+		c, err := connect(ctx, *redisURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
+			return 1
+		}
+		rdb = c
+		fmt.Fprintf(stdout, "redis: %s\n", redisName(rdb))
+	}
+	defer rdb.Close()
+
+	store, err := redisstore.New(rdb, redisstore.Options{Lease: *lease, Retention: *retention})
+	if err != nil {
+		return usageError(stderr, "serve", "%v", err)
+	}
+	api, err := payments.New(payments.Config{
+		Redis:           rdb,
+		Store:           store,
+		Idempotency:     ginmw.Options{Wait: *wait, Logger: logger},
+		ProviderLatency: *latency,
+		Faults:          *faults,
+		Crash: func() {
+			fmt.Fprintln(stderr, "idemkey serve: crash-after-charge drill: exiting now, without cleanup or response")
+			os.Exit(crashExitCode)
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		return usageError(stderr, "serve", "%v", err)
+	}
+	so := store.Options()
+	fmt.Fprintf(stdout, "idempotency records under %q (lease %s, retention %s), demo data under %q; duplicates wait up to %s\n",
+		so.Prefix, so.Lease, so.Retention, "demo:", *wait)
+	if *faults {
+		fmt.Fprintf(stdout, "fault drills on: %s: %s | %s\n", payments.FaultHeader, payments.FaultProviderUnavailable, payments.FaultCrashAfterCharge)
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
+		return 1
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+
+	select {
+	case err := <-errc:
+		fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stdout, "shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "idemkey serve: shutdown: %v\n", err)
+		return 1
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,103 @@
+// Command server runs the payments example API on a Redis of your own:
+//
+//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/payments/server --addr 127.0.0.1:8080
+//
+// "idemkey serve" runs the same API with more switches (embedded Redis,
+// fault drills).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkey/idemkey/examples/payments"
+	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+func main() {
+	gin.SetMode(gin.ReleaseMode)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves the API until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
+	latency := fs.Duration("provider-latency", 50*time.Millisecond, "simulated provider latency")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	url := getenv("REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	// Without it, go-redis ignores context deadlines and a hung Redis
+	// holds requests for its ReadTimeout.
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s: %w", opts.Addr, err)
+	}
+
+	store, err := redisstore.New(rdb, redisstore.Options{Lease: 10 * time.Second, Retention: 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	api, err := payments.New(payments.Config{
+		Redis:           rdb,
+		Store:           store,
+		Idempotency:     ginmw.Options{Wait: 2 * time.Second},
+		ProviderLatency: *latency,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
