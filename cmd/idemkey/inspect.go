@@ -254,9 +254,9 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 	case r.State == string(redisstore.Completed):
 		state += " (retries get the stored response)"
 	case r.LeaseTTLMS > 0:
-		state += " (running: duplicates get 409 until it completes or its lease runs out)"
+		state += " (lease held: duplicates wait or get 409 until its owner completes, or dies and the lease runs out)"
 	default:
-		state += " (its owner died or stalled: the next retry takes it over)"
+		state += " (no lease: its owner died or gave up; the next retry takes it over)"
 	}
 	row("state", "%s", state)
 	attempt := fmt.Sprint(r.Attempt)

@@ -115,6 +115,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		so.Prefix, so.Lease, so.Retention, "demo:", *wait)
 	if *faults {
 		fmt.Fprintf(stdout, "fault drills on: %s: %s | %s\n", payments.FaultHeader, payments.FaultProviderUnavailable, payments.FaultCrashAfterCharge)
+		if *redisURL == "" {
+			fmt.Fprintln(stdout, "note: a crash drill takes the embedded Redis down with it; use --redis to resume after a restart")
+		}
 	}
 
 	ln, err := net.Listen("tcp", *addr)
@@ -125,6 +128,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

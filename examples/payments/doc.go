@@ -11,12 +11,12 @@
 //     Options.Wait) and, once the first attempt is done, its stored answer.
 //  2. The handler charges the provider with ginmw.DerivedKey(c, "charge"),
 //     a key unique per caller, key and step, on which the provider dedupes.
-//  3. It checkpoints RecoveryCharged with the charge. If the process dies
-//     now, the next retry takes the key over once the lease runs out, finds
-//     the checkpoint with ginmw.RecoveryPoint and goes on from there instead
-//     of charging again.
-//  4. It records the payment under an ID derived from the key, so a resumed
-//     attempt finds the payment rather than creating a second one.
+//  3. It checkpoints RecoveryCharged with the charge and the ID the payment
+//     will have (a Charged). If the process dies now, the next retry takes
+//     the key over once the lease runs out, finds the checkpoint with
+//     ginmw.RecoveryPoint and goes on from there instead of charging again.
+//  4. It records the payment under that ID, once: a resumed attempt finds
+//     the payment rather than creating a second one.
 //  5. The middleware stores the 201 and replays it to every retry.
 //
 // Deterministic failures (400 for an invalid body, 402 card_declined) are

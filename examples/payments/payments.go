@@ -35,8 +35,18 @@ const (
 )
 
 // RecoveryCharged is the recovery point the handler checkpoints once the
-// provider has charged, with the Charge as JSON for its data.
+// provider has charged, with a Charged as JSON for its data.
 const RecoveryCharged = "charged"
+
+// Charged is the data of the RecoveryCharged checkpoint: what an attempt
+// that takes over needs to finish the payment without charging again.
+type Charged struct {
+	// Charge is the provider's charge.
+	Charge Charge `json:"charge"`
+	// PaymentID is the ID the payment is recorded under, chosen before the
+	// checkpoint so that every attempt records the same payment.
+	PaymentID string `json:"payment_id"`
+}
 
 // ProblemBase prefixes the type URI of the API's own problem responses.
 const ProblemBase = "https://github.com/idemkey/idemkey/blob/main/examples/payments/README.md#"
@@ -63,8 +73,11 @@ type Config struct {
 	// ProviderLatency is how long each provider call takes. Default: 0.
 	ProviderLatency time.Duration
 
-	// DataTTL is how long charges, dedupe records and payments live in
-	// Redis after they are written. Default: 7 days.
+	// DataTTL is how long payments live in Redis. The provider keeps its
+	// dedupe records for the store's Retention instead: a record created
+	// before our idempotency record completes then ends before it, so a key
+	// a client reuses after our retention never meets a stale charge.
+	// Default: 7 days.
 	DataTTL time.Duration
 
 	// Faults enables the X-Demo-Fault header (see FaultProviderUnavailable
@@ -132,7 +145,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a := &API{
 		cfg:      cfg,
-		provider: &Provider{rdb: cfg.Redis, prefix: cfg.Prefix, latency: cfg.ProviderLatency, ttl: cfg.DataTTL},
+		provider: &Provider{rdb: cfg.Redis, prefix: cfg.Prefix, latency: cfg.ProviderLatency, ttl: cfg.Store.Options().Retention},
 	}
 
 	r := gin.New()
@@ -198,11 +211,13 @@ func (a *API) createPayment(c *gin.Context) {
 	}
 	currency := strings.ToUpper(req.Currency)
 
-	var ch Charge
-	if point, data := ginmw.RecoveryPoint(c); point == RecoveryCharged && json.Unmarshal(data, &ch) == nil && ch.ID != "" {
-		a.cfg.Logger.Info("payments: resuming after the charge", "key", ginmw.Key(c), "charge", ch.ID, "attempt", ginmw.Lease(c).Attempt)
+	var done Charged
+	if point, data := ginmw.RecoveryPoint(c); point == RecoveryCharged && json.Unmarshal(data, &done) == nil && done.PaymentID != "" {
+		a.cfg.Logger.Info("payments: resuming after the charge", "key", ginmw.Key(c), "charge", done.Charge.ID, "attempt", ginmw.Lease(c).Attempt)
 	} else {
-		ch, err = a.provider.Charge(ctx, ChargeRequest{
+		// A charge made by an attempt that died before its checkpoint comes
+		// back from the provider's dedupe on the derived key.
+		ch, err := a.provider.Charge(ctx, ChargeRequest{
 			IdempotencyKey: ginmw.DerivedKey(c, "charge"),
 			Amount:         amount,
 			Currency:       currency,
@@ -224,7 +239,8 @@ func (a *API) createPayment(c *gin.Context) {
 			writeProblem(c, http.StatusInternalServerError, "internal", "Internal error", "The payment could not be made.")
 			return
 		}
-		data, _ := json.Marshal(ch)
+		done = Charged{Charge: ch, PaymentID: "pay_" + randomHex(12)}
+		data, _ := json.Marshal(done)
 		if err := ginmw.Checkpoint(c, RecoveryCharged, data); err != nil {
 			// The charge stands either way: the provider dedupes a retry's
 			// charge on the same derived key.
@@ -241,18 +257,18 @@ func (a *API) createPayment(c *gin.Context) {
 	}
 
 	p := Payment{
-		// A resumed attempt computes the same ID, so it finds the payment
-		// an earlier attempt recorded instead of recording a second one.
-		ID:       "pay_" + ginmw.DerivedKey(c, "payment"),
+		// A resumed attempt has the same ID from the checkpoint, so it finds
+		// the payment an earlier attempt recorded instead of adding one.
+		ID:       done.PaymentID,
 		Amount:   amount,
 		Currency: currency,
 		Customer: req.Customer,
 		Status:   "succeeded",
-		Charge:   ch.ID,
+		Charge:   done.Charge.ID,
 	}
 	body, err := a.recordPayment(ctx, p, callerScope(c))
 	if err != nil {
-		a.cfg.Logger.Warn("payments: recording the payment failed", "key", ginmw.Key(c), "charge", ch.ID, "err", err)
+		a.cfg.Logger.Warn("payments: recording the payment failed", "key", ginmw.Key(c), "charge", p.Charge, "err", err)
 		c.Header("Retry-After", "1")
 		writeProblem(c, http.StatusServiceUnavailable, "unavailable", "Service unavailable",
 			"The payment could not be completed. Retry with the same Idempotency-Key; the card will not be charged twice.")

@@ -326,8 +326,8 @@ func TestCrashAfterChargeResumes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, redisstore.Started, rec.State)
 		require.Equal(t, payments.RecoveryCharged, rec.RecoveryPoint)
-		var ch payments.Charge
-		require.NoError(t, json.Unmarshal(rec.RecoveryData, &ch))
+		var done payments.Charged
+		require.NoError(t, json.Unmarshal(rec.RecoveryData, &done))
 
 		// In-process, the aborted handler released its lease, so the retry
 		// takes over at once; after a real crash it waits out the lease.
@@ -336,7 +336,8 @@ func TestCrashAfterChargeResumes(t *testing.T) {
 		require.Empty(t, r.header.Get("Idempotent-Replayed"))
 		var p payments.Payment
 		require.NoError(t, json.Unmarshal([]byte(r.body), &p))
-		require.Equal(t, ch.ID, p.Charge)
+		require.Equal(t, done.Charge.ID, p.Charge)
+		require.Equal(t, done.PaymentID, p.ID)
 		require.Equal(t, stats(1, 1, 0), e.stats())
 
 		rec, err = e.store.Lookup(context.Background(), payments.Scope("alice"), "k-crash")
