@@ -35,9 +35,10 @@ type Result struct {
 //   - an error marked with [Transient]: nothing is stored and the key is
 //     released, so the next call runs fn again. Errors returned once fn's
 //     context is done (the caller cancelled, MaxDuration passed, the lease was
-//     lost) count as transient too.
-//   - any other error: the failure is final. It is stored, this call returns
-//     the error itself and every later call a *FailedError with its text.
+//     lost) count as transient too, and Do marks them so.
+//   - any other error: the failure is final and stored. Every call gets a
+//     *FailedError (errors.Is ErrFailed) with its text; in the call that ran
+//     fn it also wraps fn's error.
 //   - a panic: the key is released and the panic continues.
 //
 // fn gets the lease: Attempt, RecoveryPoint and RecoveryData tell it whether a
@@ -47,9 +48,10 @@ type Result struct {
 // cause ErrMaxDuration when Options.MaxDuration passes, after which the lease
 // is no longer extended.
 //
-// If fn succeeds but its outcome cannot be stored (Redis unreachable, lease
-// lost), Do returns the Result with an error; the record then stays started,
-// and a retry after the lease takes it over with the last recovery point.
+// If fn's outcome (a result or a final failure) cannot be stored (Redis
+// unreachable, lease lost), Do says so in its error, with the Result if there
+// is one; the record then stays started, and a retry after the lease takes it
+// over with the last recovery point.
 func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
 	c, err := s.Claim(ctx, req)
 	if err != nil {
@@ -108,12 +110,21 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 			return &Result{Data: data}, fmt.Errorf("redisstore: do: outcome not stored: %w", cerr)
 		}
 		return &Result{Data: data}, nil
-	case IsTransient(err) || fctx.Err() != nil:
+	case IsTransient(err):
 		_ = l.Release(wctx)
 		return nil, err
+	case fctx.Err() != nil:
+		_ = l.Release(wctx)
+		if cause := context.Cause(fctx); cause != fctx.Err() && cause != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		return nil, Transient(err)
 	default:
-		_ = l.Complete(wctx, Response{Code: doFailed, Body: []byte(err.Error())})
-		return nil, err
+		failed := &FailedError{Message: err.Error(), Err: err}
+		if cerr := l.Complete(wctx, Response{Code: doFailed, Body: []byte(failed.Message)}); cerr != nil {
+			return nil, fmt.Errorf("%w (and the failure was not stored: %w)", failed, cerr)
+		}
+		return nil, failed
 	}
 }
 

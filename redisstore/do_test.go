@@ -102,11 +102,14 @@ func testDo(t *testing.T, b backend) {
 		}
 		_, err := s.Do(ctx, req, fn)
 		require.ErrorIs(t, err, declined, "the caller that ran fn gets its own error")
+		require.ErrorIs(t, err, ErrFailed)
+		require.False(t, IsTransient(err))
 		_, err = s.Do(ctx, req, fn)
 		require.ErrorIs(t, err, ErrFailed)
 		var fe *FailedError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, "card declined", fe.Message)
+		require.Nil(t, fe.Err)
 		require.EqualValues(t, 1, runs.Load())
 	})
 
@@ -199,6 +202,8 @@ func testDo(t *testing.T, b backend) {
 			}
 		})
 		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, ErrLeaseLost)
+		require.True(t, IsTransient(err))
 		require.ErrorIs(t, cause, ErrLeaseLost)
 	})
 
@@ -212,6 +217,8 @@ func testDo(t *testing.T, b backend) {
 			return nil, fmt.Errorf("gave up: %w", ctx.Err())
 		})
 		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, ErrMaxDuration)
+		require.True(t, IsTransient(err))
 		require.ErrorIs(t, cause, ErrMaxDuration)
 		res, err := s.Do(ctx, req, func(context.Context, *Lease) ([]byte, error) { return []byte("second"), nil })
 		require.NoError(t, err)

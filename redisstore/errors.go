@@ -53,18 +53,25 @@ func (e *InProgressError) Error() string {
 // Is reports whether target is ErrInProgress.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
-// FailedError is the stored failure of an operation run by [Store.Do]: the
-// caller that ran it got the function's own error; every duplicate gets this,
-// with the same message. It matches ErrFailed with errors.Is.
+// FailedError is the final failure of an operation run by [Store.Do], as
+// every caller gets it: the one that ran the function (Err is then the
+// function's error) and every duplicate after it (Err is then nil; only the
+// message was stored). It matches ErrFailed with errors.Is.
 type FailedError struct {
 	// Message is the text of the error the function returned.
 	Message string
+	// Err is the function's error itself, in the call that ran it; nil in
+	// the replays.
+	Err error
 }
 
 func (e *FailedError) Error() string { return "redisstore: operation failed: " + e.Message }
 
 // Is reports whether target is ErrFailed.
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
+
+// Unwrap returns Err.
+func (e *FailedError) Unwrap() error { return e.Err }
 
 // transientError marks an error as transient; see Transient.
 type transientError struct{ err error }

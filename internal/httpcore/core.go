@@ -64,7 +64,7 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		if h.o.Optional {
 			return nil, true
 		}
-		h.fail(w, problemKeyMissing.with(fmt.Sprintf("This endpoint requires an %s header: a unique value per operation (a UUID works), sent again unchanged on every retry.", h.o.Header)))
+		h.fail(w, problemKeyMissing.with(fmt.Sprintf("This endpoint requires the %s header: a unique value per operation (a UUID works), sent again unchanged on every retry.", h.o.Header)))
 		return nil, false
 	}
 	if len(vals) > 1 {

@@ -32,8 +32,10 @@ type Options struct {
 	// Scope returns the caller a request comes from, such as an account ID:
 	// equal keys from different callers are different records, so one can
 	// never see, block or replay another's. It is stored in clear in the
-	// record: never return a credential itself. An error answers 401.
-	// Default: DefaultScope, a hash of the credential presented.
+	// record: never return a credential itself. An error answers 401. With
+	// net/http, r.PathValue is set only when the middleware wraps the
+	// route's handler, not the whole mux. Default: DefaultScope, a hash of
+	// the credential presented.
 	Scope func(r *http.Request) (string, error)
 
 	// FingerprintHeaders are request headers that take part in the
@@ -71,6 +73,8 @@ type Options struct {
 	// Store decides which response statuses are outcomes to store and
 	// replay. For the others the key is released, so a retry with the same
 	// key runs the handler again. A panicking handler always releases the key.
+	// A handler that returns without writing has answered 200 with no body,
+	// which is stored like any 200: write a 5xx to give up instead.
 	// Default: DefaultStore (200-499 except 408, 409, 425 and 429).
 	Store func(status int) bool
 
