@@ -1,0 +1,113 @@
+package faulttest
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+// app is an httpmw-protected endpoint that counts executions per key, with
+// an outer layer that records every key it sees (even those the middleware
+// turns away) and stamps each response with a per-request header.
+type app struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	runs  map[string]int
+	srv   *httptest.Server
+	store *redisstore.Store
+}
+
+func newApp(t *testing.T, rdb redis.Scripter, sopts redisstore.Options, opts httpmw.Options, h http.HandlerFunc) *app {
+	t.Helper()
+	store, err := redisstore.New(rdb, sopts)
+	require.NoError(t, err)
+	a := &app{seen: map[string]bool{}, runs: map[string]int{}, store: store}
+	if h == nil {
+		h = func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			n := a.count(httpmw.Key(r.Context()))
+			time.Sleep(2 * time.Millisecond)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"run":%d,"request":%s}`, n, body)
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler) // these tests break Redis on purpose
+	}
+	inner := httpmw.New(store, opts)(h)
+	var seq int
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.seen[r.Header.Get("Idempotency-Key")] = true
+		seq++
+		id := seq
+		a.mu.Unlock()
+		w.Header().Set("X-Request-Id", fmt.Sprint("req-", id)) // per request: must never be replayed
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+// count records an execution for key and returns the total so far.
+func (a *app) count(key string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.runs[key]++
+	n := 0
+	for _, v := range a.runs {
+		n += v
+	}
+	return n
+}
+
+func (a *app) runsOf(key string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runs[key]
+}
+
+func (a *app) total() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, v := range a.runs {
+		n += v
+	}
+	return n
+}
+
+// keys returns every key the app has seen.
+func (a *app) keys() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ks []string
+	for k := range a.seen {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// maxRuns returns the most executions of any key.
+func (a *app) maxRuns() (key string, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, v := range a.runs {
+		if v > n {
+			key, n = k, v
+		}
+	}
+	return key, n
+}

@@ -1,0 +1,142 @@
+package faulttest
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+// send posts body with key to url and returns the status, replay flag and body.
+func send(t *testing.T, url, key, body string) (int, bool, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, _ = strings.NewReader("").WriteTo(&b)
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", b.String()
+}
+
+// TestRedisRestartDuringStorm kills redis-server in the middle of a retry
+// storm and starts it again (with an append-only file, fsync always). The
+// app answers 503 while Redis is down, never hangs, recovers without a
+// restart, and no key runs twice: completes that failed during the outage
+// are tried again until Redis is back.
+func TestRedisRestartDuringStorm(t *testing.T) {
+	srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
+	// Wait: duplicates wait for the first attempt instead of 409 at once.
+	a := newApp(t, srv.Client(t), redisstore.Options{Lease: time.Second}, httpmw.Options{Wait: 5 * time.Second}, nil)
+
+	const body = `{"amount":1}`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		rep *storm.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := storm.Run(ctx, storm.Config{URL: a.srv.URL, Body: []byte(body), Keys: 400, Dups: 5,
+			Concurrency: 32, Timeout: 10 * time.Second, Retry409: true, MaxFailures: -1})
+		done <- result{rep, err}
+	}()
+
+	require.Eventually(t, func() bool { return a.total() >= 60 }, 30*time.Second, time.Millisecond)
+	srv.Kill()
+	killed := time.Now()
+	// While it is down, a new key is refused with 503, promptly. (An
+	// outage shorter than the middleware's Timeout also lets the completes
+	// of requests in flight land once Redis is back.)
+	start := time.Now()
+	code, _, _ := send(t, a.srv.URL, "probe-1", body)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Less(t, time.Since(start), 5*time.Second)
+	srv.Restart(t)
+	t.Logf("outage: %v", time.Since(killed))
+
+	res := <-done
+	require.NoError(t, res.err)
+	t.Logf("storm: %v, statuses %v, retries %d", res.rep.Elapsed, res.rep.StatusCounts, res.rep.Retries)
+	require.True(t, res.rep.Pass(), "storm verdict: %+v", res.rep.Failures)
+	key, n := a.maxRuns()
+	require.Equal(t, 1, n, "key %s ran %d times", key, n)
+
+	// After recovery every key of the storm answers: a replay if it ran,
+	// a first run otherwise; still never twice.
+	for _, k := range a.keys() {
+		if k == "" || strings.HasPrefix(k, "probe-") {
+			continue
+		}
+		ran := a.runsOf(k)
+		code, replayed, _ := send(t, a.srv.URL, k, body)
+		require.Equal(t, http.StatusCreated, code, "key %s", k)
+		require.Equal(t, ran == 1, replayed, "key %s ran %d times before", k, ran)
+		require.Equal(t, 1, a.runsOf(k))
+	}
+}
+
+// TestClusterMasterLost kills one of three masters (no replicas) mid-storm.
+// Keys in its slots get 503; the other masters keep serving; no key runs
+// twice.
+func TestClusterMasterLost(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, redistest.NoFullCoverage())
+	rdb := cl.Client(t)
+	a := newApp(t, rdb, redisstore.Options{}, httpmw.Options{Timeout: time.Second, Wait: 5 * time.Second}, nil)
+
+	const body = `{"amount":2}`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan *storm.Report, 1)
+	go func() {
+		rep, err := storm.Run(ctx, storm.Config{URL: a.srv.URL, Body: []byte(body), Keys: 300, Dups: 5,
+			Concurrency: 32, Timeout: 10 * time.Second, Retry409: true, MaxFailures: -1})
+		require.NoError(t, err)
+		done <- rep
+	}()
+	require.Eventually(t, func() bool { return a.total() >= 50 }, 30*time.Second, time.Millisecond)
+	cl.Node(1).Kill()
+	rep := <-done
+	require.True(t, rep.Pass(), "storm verdict: %+v", rep.Failures)
+	key, n := a.maxRuns()
+	require.Equal(t, 1, n, "key %s ran %d times", key, n)
+
+	// Afterwards: keys on the lost master get a clear 503; the rest serve.
+	served, refused := 0, 0
+	for i := range 60 {
+		k := "after-" + time.Now().Format("150405") + "-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		code, _, b := send(t, a.srv.URL, k, body)
+		switch code {
+		case http.StatusCreated:
+			served++
+		case http.StatusServiceUnavailable:
+			require.Contains(t, b, "store-unavailable")
+			refused++
+		default:
+			t.Fatalf("key %s: status %d: %s", k, code, b)
+		}
+	}
+	require.Positive(t, served, "the surviving masters serve their slots")
+	require.Positive(t, refused, "the lost master's slots are refused")
+}
