@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Thresholds the harness checks.
@@ -73,14 +75,15 @@ func (r *runner) checks() {
 			fmt.Sprintf("%.3f (ours replay / limit replay: %.3f)", m, res.Median.ReplayOursLimit), m >= MinReplayOursLimitFirst)
 	}
 	if r.cfg.has(PhaseStorm) {
-		pass, got := true, ""
-		for i, rd := range res.Rounds {
+		pass, gots := true, []string{}
+		for _, rd := range res.Rounds {
 			s := rd.Storm[Ours]
 			pass = pass && s.ExactlyOnce()
-			if i > 0 {
-				got += "; "
-			}
-			got += stormGot(s)
+			gots = append(gots, stormGot(s))
+		}
+		got := strings.Join(gots, "; ")
+		if slices.Equal(gots, slices.Repeat(gots[:1], len(gots))) {
+			got = fmt.Sprintf("%d/%d rounds: %s", len(gots), len(gots), gots[0])
 		}
 		r.add(CheckStorm, stormWant(r.cfg)+", every round", got, pass)
 		if s := res.StormTwoInstances; s != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ func newEnv(command string) Env {
 		GoRedis:    moduleVersion("github.com/redis/go-redis/v9"),
 		LoadBefore: loadAvg(),
 		CPU:        procField("/proc/cpuinfo", "model name"),
-		Memory:     procField("/proc/meminfo", "MemTotal"),
+		Memory:     memTotal(),
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		e.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
@@ -69,6 +70,16 @@ func procField(path, name string) string {
 		}
 	}
 	return "unknown"
+}
+
+// memTotal returns the machine's memory in GiB, from /proc/meminfo.
+func memTotal() string {
+	v := procField("/proc/meminfo", "MemTotal") // "24684092 kB"
+	kb, err := strconv.ParseFloat(strings.TrimSuffix(v, " kB"), 64)
+	if err != nil {
+		return v
+	}
+	return strconv.FormatFloat(kb/(1<<20), 'f', 1, 64) + " GiB"
 }
 
 func loadAvg() string {

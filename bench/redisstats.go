@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -35,6 +36,27 @@ func commandStats(ctx context.Context, c *redis.Client) (map[string]int64, error
 		stats[name] = calls
 	}
 	return stats, nil
+}
+
+// redisCPU returns the CPU time (user and system) redis-server has used,
+// from INFO cpu.
+func redisCPU(ctx context.Context, c *redis.Client) (time.Duration, error) {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("info cpu: %w", err)
+	}
+	var total float64
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("info cpu: %q: %w", line, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
 }
 
 // scriptCommands are the commands idemkey's Lua scripts run. The server

@@ -81,6 +81,15 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 		}
 		p("| **median** | | %s | %s | %s | **%s** | **%s** | %s |\n\n", f0(m.FirstRPS[Bare]), f0(m.FirstRPS[Limit]), f0(m.FirstRPS[Ours]),
 			f3(m.FirstOursLimit), f3(m.FirstOursBare), f3(m.FirstLimitBare))
+		p("CPU per request, medians (µs; runner process = servers + load generator, then redis-server): ")
+		for i, n := range []string{Bare, Limit, Ours} {
+			if i > 0 {
+				p(", ")
+			}
+			p("%s %s + %s", n, strconv.FormatFloat(m.FirstCPUUS[n], 'f', 1, 64), strconv.FormatFloat(m.FirstRedisCPUUS[n], 'f', 1, 64))
+		}
+		p(". Ours costs **%s µs** more than the limit per first execution; ours/limit computed from CPU: **%s** ", strconv.FormatFloat(m.FirstExtraCPUUS, 'f', 1, 64), f3(m.FirstOursLimitCPU))
+		p("(the throughput ratio a CPU-bound machine with nothing else running would show; it moves much less than req/s when the machine is busy).\n\n")
 		p("Latency p50/p99 (ms), round by round: ")
 		for i, rd := range res.Rounds {
 			if i > 0 {
@@ -104,6 +113,10 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 		}
 		p("| **median** | %s | %s | %s | **%s** | %s |\n\n", f0(m.ReplayRPS[Limit]), f0(m.ReplayRPS[Ours]),
 			f3(m.ReplayOursLimit), f3(m.ReplayOursLimitFirst), f3(m.ReplayOursBare))
+		p("CPU per replay, medians (µs, process + redis-server): limit %s + %s, ours %s + %s; ours costs %s µs more, ours/limit replay computed from CPU: %s.\n\n",
+			strconv.FormatFloat(m.ReplayCPUUS[Limit], 'f', 1, 64), strconv.FormatFloat(m.ReplayRedisCPUUS[Limit], 'f', 1, 64),
+			strconv.FormatFloat(m.ReplayCPUUS[Ours], 'f', 1, 64), strconv.FormatFloat(m.ReplayRedisCPUUS[Ours], 'f', 1, 64),
+			strconv.FormatFloat(m.ReplayExtraCPUUS, 'f', 1, 64), f3(m.ReplayOursLimitCPU))
 	}
 
 	if len(res.Rounds) > 0 && len(res.Rounds[0].Storm) > 0 {
@@ -185,6 +198,9 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 					d += s.DivergentKeys
 				}
 				last, div = strings.Join(execs, ", "), strconv.Itoa(d)
+				if slices.Equal(execs, slices.Repeat(execs[:1], len(execs))) {
+					last = fmt.Sprintf("%s in each of %d rounds", execs[0], len(execs))
+				}
 			}
 			if s := res.StormTwoInstances; s != nil {
 				two, div2 = fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax), strconv.Itoa(s.DivergentKeys)
@@ -230,6 +246,8 @@ func (res *Results) WriteText(w io.Writer) {
 	if m.FirstRPS != nil {
 		p("first execution (median req/s): bare %s, limit %s, ours %s; ours/limit %s, ours/bare %s, limit/bare %s\n",
 			f0(m.FirstRPS[Bare]), f0(m.FirstRPS[Limit]), f0(m.FirstRPS[Ours]), f3(m.FirstOursLimit), f3(m.FirstOursBare), f3(m.FirstLimitBare))
+		p("first execution CPU/request (median µs, process+redis): limit %.1f+%.1f, ours %.1f+%.1f; ours +%.1f µs, ours/limit by CPU %s\n",
+			m.FirstCPUUS[Limit], m.FirstRedisCPUUS[Limit], m.FirstCPUUS[Ours], m.FirstRedisCPUUS[Ours], m.FirstExtraCPUUS, f3(m.FirstOursLimitCPU))
 	}
 	if m.ReplayRPS != nil {
 		p("replay (median req/s): limit %s, ours %s; ours/limit replay %s, ours replay/limit first %s\n",

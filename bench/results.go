@@ -53,6 +53,13 @@ type Round struct {
 	ReplayOursLimit      float64 `json:"replay_ours_limit,omitempty"`
 	ReplayOursLimitFirst float64 `json:"replay_ours_limit_first,omitempty"`
 	ReplayOursBare       float64 `json:"replay_ours_bare,omitempty"`
+
+	// By CPU: the same ratios computed from CPU per request (see cpuRatio),
+	// and ours' extra CPU per request over the limit's, in microseconds.
+	FirstOursLimitCPU  float64 `json:"first_ours_limit_cpu"`
+	FirstExtraCPUUS    float64 `json:"first_extra_cpu_us"`
+	ReplayOursLimitCPU float64 `json:"replay_ours_limit_cpu,omitempty"`
+	ReplayExtraCPUUS   float64 `json:"replay_extra_cpu_us,omitempty"`
 }
 
 // Medians are the medians over the rounds.
@@ -65,6 +72,14 @@ type Medians struct {
 	ReplayOursLimit      float64            `json:"replay_ours_limit,omitempty"`
 	ReplayOursLimitFirst float64            `json:"replay_ours_limit_first,omitempty"`
 	ReplayOursBare       float64            `json:"replay_ours_bare,omitempty"`
+	FirstCPUUS           map[string]float64 `json:"first_cpu_us"`
+	FirstRedisCPUUS      map[string]float64 `json:"first_redis_cpu_us"`
+	ReplayCPUUS          map[string]float64 `json:"replay_cpu_us,omitempty"`
+	ReplayRedisCPUUS     map[string]float64 `json:"replay_redis_cpu_us,omitempty"`
+	FirstOursLimitCPU    float64            `json:"first_ours_limit_cpu"`
+	FirstExtraCPUUS      float64            `json:"first_extra_cpu_us"`
+	ReplayOursLimitCPU   float64            `json:"replay_ours_limit_cpu,omitempty"`
+	ReplayExtraCPUUS     float64            `json:"replay_extra_cpu_us,omitempty"`
 	StormP50MS           map[string]float64 `json:"storm_p50_ms,omitempty"`
 	StormP99MS           map[string]float64 `json:"storm_p99_ms,omitempty"`
 	StormRPS             map[string]float64 `json:"storm_rps,omitempty"`
@@ -77,10 +92,28 @@ type Load struct {
 	P99MS    float64 `json:"p99_ms"`
 	Requests int     `json:"requests"`
 	Errors   int     `json:"errors"`
+	// CPUUS is the CPU time of the runner process (servers and load
+	// generator) per request, in microseconds; RedisCPUUS that of
+	// redis-server. Unlike req/s, they hardly move when other work competes
+	// for the machine.
+	CPUUS      float64 `json:"cpu_us"`
+	RedisCPUUS float64 `json:"redis_cpu_us"`
 }
 
-func loadOf(r *loadgen.Result) Load {
-	return Load{RPS: round1(r.RPS), P50MS: ms(r.P50), P99MS: ms(r.P99), Requests: r.Requests, Errors: r.Errors}
+func loadOf(r *loadgen.Result, cpu, redisCPU time.Duration) Load {
+	l := Load{RPS: round1(r.RPS), P50MS: ms(r.P50), P99MS: ms(r.P99), Requests: r.Requests, Errors: r.Errors}
+	if r.Requests > 0 {
+		l.CPUUS = round1(float64(cpu) / float64(time.Microsecond) / float64(r.Requests))
+		l.RedisCPUUS = round1(float64(redisCPU) / float64(time.Microsecond) / float64(r.Requests))
+	}
+	return l
+}
+
+// cpuRatio is b's CPU per request over a's, process and redis-server
+// together: the throughput ratio a/b that a CPU-bound machine with nothing
+// else running would show.
+func cpuRatio(a, b Load) float64 {
+	return ratio(b.CPUUS+b.RedisCPUUS, a.CPUUS+a.RedisCPUUS)
 }
 
 // StormResult is one retry storm: internal/storm's client-side verdict and
