@@ -112,6 +112,18 @@ func (o *output) String() string {
 	return o.buf.String()
 }
 
+// waitFor waits until the output contains s.
+func (o *output) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(o.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output within 10s:\n%s", s, o)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // proc is a running idemkey process.
 type proc struct {
 	cmd            *exec.Cmd
