@@ -168,11 +168,16 @@ func (a *API) Provider() *Provider { return a.provider }
 
 // Payment is a payment the API created, as its JSON answers show it.
 type Payment struct {
-	ID       string `json:"id"`
-	Amount   int64  `json:"amount"`
+	// ID is "pay_" and 24 hex digits, chosen by the attempt that charged.
+	ID string `json:"id"`
+	// Amount is in minor units.
+	Amount int64 `json:"amount"`
+	// Currency is the request's, upper-cased.
 	Currency string `json:"currency"`
+	// Customer is the customer charged.
 	Customer string `json:"customer"`
-	Status   string `json:"status"`
+	// Status is always "succeeded": failed payments are not recorded.
+	Status string `json:"status"`
 	// Charge is the provider's charge ID.
 	Charge string `json:"charge"`
 }
@@ -232,7 +237,7 @@ func (a *API) createPayment(c *gin.Context) {
 		case errors.Is(err, ErrProviderUnavailable):
 			c.Header("Retry-After", "1")
 			writeProblem(c, http.StatusServiceUnavailable, "provider_unavailable", "Payment provider unavailable",
-				"Nothing was charged. Retry with the same Idempotency-Key.")
+				"The charge did not go through. Retry with the same Idempotency-Key: the provider dedupes on it, so the card is charged at most once.")
 			return
 		case err != nil:
 			a.cfg.Logger.Error("payments: charge failed", "key", ginmw.Key(c), "err", err)
