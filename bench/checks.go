@@ -67,7 +67,7 @@ func (r *runner) checks() {
 	if r.cfg.has(PhaseFirst) {
 		m := res.Median.FirstOursLimit
 		r.add(CheckFirstRatio, fmt.Sprintf("≥ %.2f (median of %d rounds)", MinFirstOursLimit, len(res.Rounds)),
-			fmt.Sprintf("%.3f", m), m >= MinFirstOursLimit)
+			fmt.Sprintf("%.3f (by CPU %.3f: ours costs %.1f µs more per request)", m, res.Median.FirstOursLimitCPU, res.Median.FirstExtraCPUUS), m >= MinFirstOursLimit)
 	}
 	if r.cfg.has(PhaseReplay) && r.cfg.has(PhaseFirst) {
 		m := res.Median.ReplayOursLimitFirst
