@@ -88,7 +88,7 @@ func (c *consumer) handle(ctx context.Context, m message) (outcome, string) {
 		}
 		return []byte(id), err // any other error is the final outcome: stored
 	})
-	var apiErr *apiError
+	var failure *redisstore.FailedError
 	switch {
 	case err == nil && res.Replayed:
 		return replayed, string(res.Data)
@@ -98,10 +98,10 @@ func (c *consumer) handle(ctx context.Context, m message) (outcome, string) {
 		return inProgress, ""
 	case redisstore.IsTransient(err):
 		return transient, err.Error()
-	case errors.Is(err, redisstore.ErrFailed):
-		return failedReplayed, err.Error()
-	case errors.As(err, &apiErr): // fn's own error: Do stored it as final
+	case errors.As(err, &failure) && failure.Err != nil: // this delivery ran it: Do stored the failure as final
 		return failed, err.Error()
+	case errors.As(err, &failure): // a duplicate of a message that failed for good
+		return failedReplayed, err.Error()
 	case errors.Is(err, redisstore.ErrMismatch):
 		return mismatch, err.Error()
 	default:
