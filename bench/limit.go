@@ -98,9 +98,10 @@ func (l *limit) handle(c *gin.Context) {
 	ctx := c.Request.Context()
 	keys := recordKeys(limitPrefix, limitScope, key)
 	token := l.tokenBase + "." + strconv.FormatUint(l.tokens.Add(1), 36)
-	created := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	// The record's inspection fields, in one argument as redisstore packs them.
+	meta := limitScope + key + limitLabel + strconv.FormatInt(time.Now().UnixMilli(), 10)
 	reply, err := l.client.EvalSha(ctx, l.claimSHA, keys[:], limitFingerprint, token,
-		limitLeaseMS, limitRetentionMS, limitScope, key, limitLabel, created).Slice()
+		limitLeaseMS, limitRetentionMS, meta).Slice()
 	if err != nil || len(reply) == 0 {
 		c.Status(http.StatusServiceUnavailable)
 		return

@@ -35,6 +35,20 @@ type Options = httpcore.Options
 // ErrNotProtected is returned by Checkpoint for a request without a lease.
 var ErrNotProtected = httpcore.ErrNotProtected
 
+// DefaultScope is the default Options.Scope: a hash of the credential the
+// request presents (Authorization, or X-API-Key), or "anonymous".
+func DefaultScope(r *http.Request) (string, error) { return httpcore.DefaultScope(r) }
+
+// DefaultStore is the default Options.Store: 200-499 except 408, 409, 425
+// and 429.
+func DefaultStore(status int) bool { return httpcore.DefaultStore(status) }
+
+// DefaultOmitHeaders are the response headers never replayed by default.
+var DefaultOmitHeaders = httpcore.DefaultOmitHeaders
+
+// DefaultProblemBase is the default Options.ProblemBase.
+const DefaultProblemBase = httpcore.DefaultProblemBase
+
 // New returns Gin middleware that protects the handlers after it with store.
 // It panics if store is nil or opts holds a negative limit.
 func New(store *redisstore.Store, opts Options) gin.HandlerFunc {

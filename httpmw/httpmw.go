@@ -28,6 +28,7 @@ import (
 //   - Methods: the methods protected. Default: POST, PUT, PATCH, DELETE.
 //   - Skip: a predicate for requests to let through. Default: nil.
 //   - Scope: the caller a request comes from. Default: DefaultScope.
+//   - Challenge: WWW-Authenticate of the 401 when Scope fails. Default: "Bearer".
 //   - FingerprintHeaders: headers that take part in the fingerprint. Default: none.
 //   - IgnoreFields: JSON members left out of the fingerprint. Default: none.
 //   - MaxBodyBytes: larger request bodies get 413. Default: 1 MiB.

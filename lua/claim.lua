@@ -1,6 +1,6 @@
 -- claim.lua: KEYS[1]=record KEYS[2]=lease
 -- ARGV[1]=fingerprint ARGV[2]=token ARGV[3]=lease ms ARGV[4]=retention ms
--- ARGV[5]=scope ARGV[6]=key ARGV[7]=label ARGV[8]=created (unix ms, shown by Lookup only)
+-- ARGV[5]=meta: scope, key, label and creation time, packed by redisstore for Lookup only
 -- => {1, attempt, point, data}  owned: fresh claim (attempt 1) or takeover of a crashed attempt
 --    {2, code, body}            replay: the stored outcome
 --    {3, lease pttl}            in progress: another owner holds the lease
@@ -8,8 +8,7 @@
 -- The status codes are mirrored in redisstore/reply.go.
 local r = redis.call('HMGET', KEYS[1], 'state', 'fp', 'tok', 'att', 'code', 'resp', 'rp', 'rpd')
 if not r[1] then
-  redis.call('HSET', KEYS[1], 'state', 'started', 'fp', ARGV[1], 'tok', ARGV[2], 'att', 1,
-    'scope', ARGV[5], 'key', ARGV[6], 'label', ARGV[7], 'created', ARGV[8])
+  redis.call('HSET', KEYS[1], 'state', 'started', 'fp', ARGV[1], 'tok', ARGV[2], 'att', 1, 'meta', ARGV[5])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
   return {1, 1, '', ''}

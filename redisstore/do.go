@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrMaxDuration is the cause of the context cancellation a function run by
@@ -72,30 +73,16 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lease) ([]byte, error)) (*Result, error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	lost, stop := l.KeepAlive()
-	finished := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		var over <-chan struct{}
-		if s.maxDuration > 0 {
-			tctx, tcancel := context.WithTimeout(context.Background(), s.maxDuration)
-			defer tcancel()
-			over = tctx.Done()
-		}
-		select {
-		case <-lost:
-			cancel(ErrLeaseLost)
-		case <-over:
-			stop()
+	stop := l.KeepAlive(func() { cancel(ErrLeaseLost) })
+	if s.maxDuration > 0 {
+		over := time.AfterFunc(s.maxDuration, func() {
+			stop() // let the lease run out: a stuck fn must not hold the key
 			cancel(ErrMaxDuration)
-		case <-finished:
-		}
-	}()
+		})
+		defer over.Stop()
+	}
 
 	data, panicked, err := call(fctx, l, fn)
-	close(finished)
-	<-watched
 	stop()
 
 	// The outcome must reach Redis even if the caller has given up.

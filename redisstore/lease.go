@@ -157,37 +157,52 @@ func DerivedKey(prefix, scope, key, step string) string {
 // KeepAlive extends the lease every Options.Heartbeat until stop is called,
 // so that a live owner is never taken over however long it runs. If Redis
 // reports the lease lost (another caller took the record over), KeepAlive
-// closes lost and stops; errors reaching Redis are retried at the next beat.
-// The beats use their own contexts, each bounded by the heartbeat interval:
-// cancelling the owner's request does not stop them, only stop does. stop
-// waits for a beat in flight and may be called more than once.
-func (l *Lease) KeepAlive() (lost <-chan struct{}, stop func()) {
-	lostc := make(chan struct{})
-	done := make(chan struct{})
-	exited := make(chan struct{})
+// calls onLost (once, from its own goroutine) and stops; errors reaching
+// Redis are retried at the next beat. Nothing runs between beats: an owner
+// that finishes within one interval costs one timer. The beats use their own
+// contexts, each bounded by the interval, so cancelling the owner's request
+// does not stop them; only stop does. stop waits for a beat in flight and may
+// be called more than once. onLost may be nil.
+func (l *Lease) KeepAlive(onLost func()) (stop func()) {
 	every := l.store.heartbeat
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), every)
-			err := l.Extend(ctx)
-			cancel()
-			if errors.Is(err, ErrLeaseLost) {
-				close(lostc)
-				return
-			}
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		inflight sync.WaitGroup
+		t        *time.Timer
+	)
+	beat := func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
 		}
-	}()
-	var once sync.Once
-	return lostc, func() {
-		once.Do(func() { close(done) })
-		<-exited
+		inflight.Add(1)
+		mu.Unlock()
+		defer inflight.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := l.Extend(ctx)
+		cancel()
+		if errors.Is(err, ErrLeaseLost) {
+			if onLost != nil {
+				onLost()
+			}
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(every)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		inflight.Wait()
 	}
 }

@@ -212,7 +212,7 @@ func TestClaimIsIdempotentPerToken(t *testing.T) {
 			ctx := context.Background()
 			keys := s.keys("", "k")
 			run := func() any {
-				reply, err := claimScript.Run(ctx, b.client, keys[:], "fp", "tok-1", s.leaseMS, s.retentionMS, "", "k", "", "0").Result()
+				reply, err := claimScript.Run(ctx, b.client, keys[:], "fp", "tok-1", s.leaseMS, s.retentionMS, packMeta(Request{Key: "k"}, time.Now())).Result()
 				require.NoError(t, err)
 				return reply
 			}

@@ -103,12 +103,10 @@ func decodeRecord(r []any) (*Record, error) {
 			rec.State = State(v)
 		case "fp":
 			rec.Fingerprint = v
-		case "scope":
-			rec.Scope = v
-		case "key":
-			rec.Key = v
-		case "label":
-			rec.Label = v
+		case "meta":
+			if !unpackMeta([]byte(v), rec) {
+				return nil, unexpected("lookup", r)
+			}
 		case "att":
 			rec.Attempt, _ = strconv.Atoi(v)
 		case "rp":
@@ -119,10 +117,6 @@ func decodeRecord(r []any) (*Record, error) {
 			code = v
 		case "resp":
 			body = v
-		case "created":
-			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-				rec.CreatedAt = time.UnixMilli(ms)
-			}
 		}
 	}
 	if rec.State == Completed {

@@ -78,6 +78,7 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 	}
 	scope, err := h.o.Scope(r)
 	if err != nil {
+		w.Header().Set("WWW-Authenticate", h.o.Challenge)
 		h.fail(w, problemScope.with("The caller could not be identified: "+err.Error()+"."))
 		return nil, false
 	}
@@ -159,29 +160,18 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, body []byte, key
 	r2.ContentLength = int64(len(body))
 	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes), h: h, info: info, cancel: cancel}
 
-	lost, stopBeat := l.KeepAlive()
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		var over <-chan time.Time
-		if d := h.store.Options().MaxDuration; d > 0 {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			over = t.C
-		}
-		select {
-		case <-lost:
-			cancel(redisstore.ErrLeaseLost)
-		case <-over:
-			stopBeat()
+	stopBeat := l.KeepAlive(func() { cancel(redisstore.ErrLeaseLost) })
+	var over *time.Timer
+	if d := h.store.Options().MaxDuration; d > 0 {
+		over = time.AfterFunc(d, func() {
+			stopBeat() // let the lease run out: a stuck handler must not hold the key
 			cancel(redisstore.ErrMaxDuration)
-		case <-done:
-		}
-	}()
+		})
+	}
 	x.stop = func() {
-		close(done)
-		<-exited
+		if over != nil {
+			over.Stop()
+		}
 		stopBeat()
 	}
 	return x
@@ -265,9 +255,8 @@ func (h *Handler) keyProblem(detail string) *problem {
 // BodyTimeout, before anything is claimed: a body that is too large, too
 // slow or cut short never holds a key.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
-	tooLarge := problemBodyTooLarge.with(fmt.Sprintf("The request body exceeds %d bytes. Nothing was processed or stored.", h.o.MaxBodyBytes))
 	if r.ContentLength > h.o.MaxBodyBytes {
-		return nil, tooLarge
+		return nil, h.tooLarge()
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
@@ -276,7 +265,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *pro
 	if rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout)) == nil {
 		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, h.o.MaxBodyBytes+1))
+	body, err := readAll(io.LimitReader(r.Body, h.o.MaxBodyBytes+1), r.ContentLength)
 	_ = r.Body.Close()
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -284,7 +273,33 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *pro
 	case err != nil:
 		return nil, &problemBodyUnreadable
 	case int64(len(body)) > h.o.MaxBodyBytes:
-		return nil, tooLarge
+		return nil, h.tooLarge()
 	}
 	return body, nil
+}
+
+func (h *Handler) tooLarge() *problem {
+	return problemBodyTooLarge.with(fmt.Sprintf("The request body exceeds %d bytes. Nothing was processed or stored.", h.o.MaxBodyBytes))
+}
+
+// readAll reads r to its end into a buffer sized for a body of n bytes
+// (when n >= 0), so a body of known length costs one allocation.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, n+1) // +1: room to see EOF (or an overlong body) without growing
+	for {
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }

@@ -198,3 +198,17 @@ func TestRetryAfterSeconds(t *testing.T) {
 	require.Equal(t, "1", retryAfterSeconds(1e9))
 	require.Equal(t, "2", retryAfterSeconds(1e9+1))
 }
+
+func TestScopeErrorIs401WithChallenge(t *testing.T) {
+	h := &Handler{o: Options{Scope: func(*http.Request) (string, error) { return "", errors.New("no API key") }}.withDefaults()}
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	x, pass := h.Begin(w, r)
+	require.Nil(t, x)
+	require.False(t, pass)
+	require.Equal(t, http.StatusUnauthorized, w.Code)
+	require.Equal(t, "Bearer", w.Header().Get("WWW-Authenticate"))
+	require.Contains(t, w.Body.String(), "caller-unknown")
+	require.Contains(t, w.Body.String(), "no API key")
+}

@@ -38,6 +38,11 @@ type Options struct {
 	// the credential presented.
 	Scope func(r *http.Request) (string, error)
 
+	// Challenge is the WWW-Authenticate value sent with the 401 answered
+	// when Scope fails. Authentication is best done before the middleware,
+	// so that unauthenticated requests never reach it. Default: "Bearer".
+	Challenge string
+
 	// FingerprintHeaders are request headers that take part in the
 	// fingerprint, for headers that change what a request means (such as
 	// an API version). Default: none.
@@ -171,6 +176,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Scope == nil {
 		o.Scope = DefaultScope
+	}
+	if o.Challenge == "" {
+		o.Challenge = "Bearer"
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 1 << 20

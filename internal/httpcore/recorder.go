@@ -30,7 +30,11 @@ type Recorder struct {
 }
 
 func newRecorder(w http.ResponseWriter, max int) *Recorder {
-	return &Recorder{w: w, before: w.Header().Clone(), status: http.StatusOK, max: max}
+	var before http.Header
+	if h := w.Header(); len(h) > 0 {
+		before = h.Clone()
+	}
+	return &Recorder{w: w, before: before, status: http.StatusOK, max: max}
 }
 
 // Header returns the header map of the underlying writer.
