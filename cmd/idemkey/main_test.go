@@ -172,26 +172,6 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-// waitLine waits for a line of stdout that starts with prefix and returns
-// the rest of it.
-func (p *proc) waitLine(t *testing.T, prefix string) string {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case line := <-p.stdout.lines:
-			if rest, ok := strings.CutPrefix(line, prefix); ok {
-				return rest
-			}
-		case <-p.done:
-			t.Fatalf("process exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", p.cmd.ProcessState, prefix, p.stdout, p.stderr)
-		case <-deadline.C:
-			t.Fatalf("no line %q within 30s\nstdout:\n%s\nstderr:\n%s", prefix, p.stdout, p.stderr)
-		}
-	}
-}
-
 // server is a running "idemkey serve".
 type server struct {
 	*proc

@@ -201,6 +201,7 @@ func TestScopeIsolation(t *testing.T) {
 
 	// Completed: Bob with her key and another body neither replays hers nor gets 422.
 	code, replayed, body = do("Bearer alice", "/slow", "shared")
+	require.Equal(t, http.StatusOK, code)
 	require.True(t, replayed)
 	require.Equal(t, aliceBody, body)
 	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/slow", strings.NewReader("something else"))

@@ -258,7 +258,7 @@ func (w *worker) run(ctx, stopCtx context.Context, stop context.CancelFunc, cfg 
 		}
 		req, err := cfg.Request(id, seq)
 		if err == nil && req == nil {
-			err = errors.New("Request returned a nil request")
+			err = errors.New("the Request function returned a nil request")
 		}
 		if err != nil {
 			w.fatal = fmt.Errorf("loadgen: worker %d request %d: %w", id, seq, err)
