@@ -273,24 +273,21 @@ func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) 
 
 // keys returns the record's and lease's key names for scope and key.
 func (s *Store) keys(scope, key string) [2]string {
-	var n [binary.MaxVarintLen64]byte
-	h := sha256.New()
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])
-	h.Write([]byte(scope))
-	h.Write([]byte(key))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	var stack [256]byte
+	b := binary.AppendUvarint(stack[:0], uint64(len(scope)))
+	b = append(append(b, scope...), key...)
+	sum := sha256.Sum256(b)
 
-	var b strings.Builder
-	b.Grow(len(s.prefix) + 24 + len(":lease"))
-	b.WriteString(s.prefix)
-	b.WriteByte('{')
-	var tag [22]byte
-	base64.RawURLEncoding.Encode(tag[:], sum[:16])
-	b.Write(tag[:])
-	b.WriteString("}:lease")
-	all := b.String()
-	return [2]string{all[:len(all)-len(":lease")], all}
+	const lease = ":lease"
+	n := len(s.prefix) + 1 + 22 + 1
+	buf := make([]byte, n+len(lease))
+	copy(buf, s.prefix)
+	buf[len(s.prefix)] = '{'
+	base64.RawURLEncoding.Encode(buf[len(s.prefix)+1:], sum[:16])
+	buf[n-1] = '}'
+	copy(buf[n:], lease)
+	all := string(buf)
+	return [2]string{all[:n], all}
 }
 
 // packMeta packs the fields only Lookup reads into one hash field: one

@@ -212,6 +212,7 @@ func (h *Handler) encode(rec *Recorder) redisstore.Response {
 		p := problem{status: rec.status, slug: "response-too-large", title: "Response too large to replay",
 			detail: fmt.Sprintf("The original response had a body of %d bytes, more than the %d bytes kept for replay. The request ran once and this is its status; its body cannot be sent again.", rec.size, h.o.MaxResponseBytes)}
 		body = p.body(h.o.ProblemBase)
+		hdr = hdr.Clone() // may be the snapshot itself
 		hdr.Set("Content-Type", "application/problem+json")
 		hdr.Del("Content-Encoding")
 	}

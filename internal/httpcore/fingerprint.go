@@ -4,10 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"hash"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/idemkey/idemkey/internal/canon"
 )
@@ -17,33 +17,40 @@ import (
 // canonical form. Each part is length-prefixed, so no two different requests
 // hash the same bytes. A JSON body that cannot be canonicalised is a problem.
 func (h *Handler) fingerprint(r *http.Request, body []byte) (string, *problem) {
-	d := sha256.New()
-	d.Write([]byte("idemkey fingerprint v1"))
-	field(d, r.Method)
-	field(d, r.URL.EscapedPath())
-	field(d, canonicalQuery(r.URL.RawQuery))
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := append((*bp)[:0], "idemkey fingerprint v1"...)
+	b = field(b, r.Method)
+	b = field(b, r.URL.EscapedPath())
+	b = field(b, canonicalQuery(r.URL.RawQuery))
 	for _, name := range h.o.FingerprintHeaders {
-		field(d, name)
+		b = field(b, name)
 		vs := r.Header.Values(name)
-		writeLen(d, len(vs))
+		b = binary.AppendUvarint(b, uint64(len(vs)))
 		for _, v := range vs {
-			field(d, v)
+			b = field(b, v)
 		}
 	}
 	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) {
-		c, err := canon.JSON(body, canon.Options{MaxDepth: h.o.MaxJSONDepth, Omit: h.o.IgnoreFields})
-		if err != nil {
+		// The canonical body goes at the end, so it needs no length prefix
+		// of its own: the kind byte and the fixed fields before it delimit it.
+		b = append(b, 'j')
+		var err error
+		if b, err = canon.AppendJSON(b, body, canon.Options{MaxDepth: h.o.MaxJSONDepth, Omit: h.o.IgnoreFields}); err != nil {
+			*bp = b[:0]
 			return "", jsonProblem(err)
 		}
-		d.Write([]byte{'j'})
-		body = c
 	} else {
-		d.Write([]byte{'b'})
+		b = append(append(b, 'b'), body...)
 	}
-	writeLen(d, len(body))
-	d.Write(body)
-	return string(d.Sum(nil)), nil
+	sum := sha256.Sum256(b)
+	if cap(b) <= 64<<10 {
+		*bp = b[:0] // keep ordinary buffers, drop huge ones
+	}
+	return string(sum[:]), nil
 }
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func jsonProblem(err error) *problem {
 	detail := "The request body is not valid JSON: " + err.Error() + ". Fix the body; nothing was stored."
@@ -81,12 +88,7 @@ func isJSON(ct string) bool {
 	return ct == "application/json" || strings.HasSuffix(ct, "+json")
 }
 
-func field(d hash.Hash, s string) {
-	writeLen(d, len(s))
-	d.Write([]byte(s))
-}
-
-func writeLen(d hash.Hash, n int) {
-	var b [binary.MaxVarintLen64]byte
-	d.Write(b[:binary.PutUvarint(b[:], uint64(n))])
+func field(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }

@@ -152,13 +152,13 @@ func DefaultStore(status int) bool {
 func DefaultScope(r *http.Request) (string, error) {
 	for _, h := range [...]string{"Authorization", "X-Api-Key"} {
 		if vs := r.Header.Values(h); len(vs) > 0 {
-			sum := sha256.New()
-			sum.Write([]byte(h))
+			var stack [256]byte
+			b := append(stack[:0], h...)
 			for _, v := range vs {
-				sum.Write([]byte{0})
-				sum.Write([]byte(v))
+				b = append(append(b, 0), v...)
 			}
-			return "cred:" + base64.RawURLEncoding.EncodeToString(sum.Sum(nil)[:18]), nil
+			sum := sha256.Sum256(b)
+			return "cred:" + base64.RawURLEncoding.EncodeToString(sum[:18]), nil
 		}
 	}
 	return "anonymous", nil

@@ -178,6 +178,16 @@ func (rec *Recorder) flushHeld() {
 // storedHeader returns the headers to store: the snapshot without omitted
 // headers and without those outer middleware set before the handler ran.
 func (rec *Recorder) storedHeader(omit []string) http.Header {
+	keep := true
+	for k, v := range rec.header {
+		if contains(omit, k) || equal(rec.before[k], v) {
+			keep = false
+			break
+		}
+	}
+	if keep {
+		return rec.header // the common case: nothing to leave out, no copy
+	}
 	h := make(http.Header, len(rec.header))
 	for k, v := range rec.header {
 		if contains(omit, k) || equal(rec.before[k], v) {
