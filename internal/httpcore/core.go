@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemkey/idemkey/redisstore"
@@ -73,7 +74,7 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 	}
 	key, err := ParseKey(vals[0])
 	if err != nil {
-		h.fail(w, h.keyProblem(err.Error()))
+		h.fail(w, h.keyProblem(strings.TrimPrefix(err.Error(), ErrKey.Error()+": ")))
 		return nil, false
 	}
 	scope, err := h.o.Scope(r)
@@ -93,7 +94,11 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		return nil, false
 	}
 
-	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: r.Method + " " + r.URL.Path}
+	label := r.Method + " " + r.URL.Path
+	if len(label) > redisstore.MaxFieldLen {
+		label = label[:redisstore.MaxFieldLen] // it is only shown by inspect
+	}
+	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label}
 	c, err := h.claim(r.Context(), req)
 	var ip *redisstore.InProgressError
 	switch {
@@ -106,6 +111,11 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		return nil, false
 	case r.Context().Err() != nil:
 		return nil, false // the client is gone; nobody reads an answer
+	case errors.Is(err, redisstore.ErrInvalidRequest): // a Scope function returning over 1 KiB
+		h.o.Logger.Error("idemkey: request refused by the store", "key", key, "err", err)
+		h.fail(w, &problem{status: http.StatusInternalServerError, slug: "scope-invalid", title: "Caller scope invalid",
+			detail: "The service derived an invalid scope for this caller. Nothing was processed or stored."})
+		return nil, false
 	default:
 		if h.o.FailOpen {
 			h.o.Logger.Warn("idemkey: store unavailable, running unprotected", "key", key, "err", err)

@@ -1,14 +1,20 @@
 package httpcore
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/redisstore"
 )
 
 func TestParseKey(t *testing.T) {
@@ -211,4 +217,43 @@ func TestScopeErrorIs401WithChallenge(t *testing.T) {
 	require.Equal(t, "Bearer", w.Header().Get("WWW-Authenticate"))
 	require.Contains(t, w.Body.String(), "caller-unknown")
 	require.Contains(t, w.Body.String(), "no API key")
+}
+
+func TestBeginEdgeCases(t *testing.T) {
+	mr := miniredis.RunT(t)
+	store, err := redisstore.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), redisstore.Options{})
+	require.NoError(t, err)
+	begin := func(h *Handler, target, key string) (*httptest.ResponseRecorder, *Exchange) {
+		r := httptest.NewRequest(http.MethodPost, target, nil)
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		x, _ := h.Begin(w, r)
+		return w, x
+	}
+
+	t.Run("a path over 1 KiB still works: the label is cut", func(t *testing.T) {
+		h := New(store, Options{})
+		w, x := begin(h, "/"+strings.Repeat("p", 3000), "long-path")
+		require.NotNil(t, x, w.Body.String())
+		x.Run(func() { x.Recorder.WriteHeader(http.StatusCreated) })
+		rec, err := store.Lookup(context.Background(), "anonymous", "long-path")
+		require.NoError(t, err)
+		require.Len(t, rec.Label, redisstore.MaxFieldLen)
+	})
+
+	t.Run("an oversized scope is a server error, not 503", func(t *testing.T) {
+		h := New(store, Options{Logger: slog.New(slog.DiscardHandler),
+			Scope: func(*http.Request) (string, error) { return strings.Repeat("s", 2000), nil }})
+		w, x := begin(h, "/", "k")
+		require.Nil(t, x)
+		require.Equal(t, http.StatusInternalServerError, w.Code)
+		require.Contains(t, w.Body.String(), "scope-invalid")
+	})
+
+	t.Run("the key problem says what is wrong once", func(t *testing.T) {
+		w, _ := begin(New(store, Options{}), "/", "a b")
+		require.Equal(t, http.StatusBadRequest, w.Code)
+		require.NotContains(t, w.Body.String(), "malformed idempotency key:")
+		require.Contains(t, w.Body.String(), "visible ASCII")
+	})
 }
