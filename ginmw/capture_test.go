@@ -1,6 +1,7 @@
 package ginmw_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,4 +165,35 @@ func TestGinHelpers(t *testing.T) {
 	w := httptest.NewRecorder()
 	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/free", nil))
 	require.Equal(t, http.StatusOK, w.Code)
+}
+
+// TestGinRecovery: with gin.Recovery outside the middleware, a panic
+// answers 500 and releases the key; the retry runs and is then replayed.
+func TestGinRecovery(t *testing.T) {
+	var runs atomic.Int32
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
+	r.POST("/x", ginmw.New(newStore(t), ginmw.Options{}), func(c *gin.Context) {
+		if runs.Add(1) == 1 {
+			c.Header("X-Partial", "1")
+			panic("boom")
+		}
+		c.String(http.StatusCreated, "made")
+	})
+	send := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/x", nil)
+		req.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w
+	}
+	first := send()
+	require.Equal(t, http.StatusInternalServerError, first.Code)
+	second := send()
+	require.Equal(t, http.StatusCreated, second.Code)
+	require.Empty(t, second.Header().Get("Idempotent-Replayed"))
+	third := send()
+	require.Equal(t, "true", third.Header().Get("Idempotent-Replayed"))
+	require.Equal(t, "made", third.Body.String())
+	require.EqualValues(t, 2, runs.Load())
 }
