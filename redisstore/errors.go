@@ -46,6 +46,7 @@ type InProgressError struct {
 	LeaseLeft time.Duration
 }
 
+// Error says the request is in progress and how long the lease has left.
 func (e *InProgressError) Error() string {
 	return fmt.Sprintf("redisstore: request in progress (lease has %v left)", e.LeaseLeft)
 }
@@ -65,6 +66,7 @@ type FailedError struct {
 	Err error
 }
 
+// Error returns the stored message with the package prefix.
 func (e *FailedError) Error() string { return "redisstore: operation failed: " + e.Message }
 
 // Is reports whether target is ErrFailed.

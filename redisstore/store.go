@@ -173,6 +173,7 @@ const (
 	Replayed
 )
 
+// String returns "claimed", "took over" or "replayed".
 func (s Status) String() string {
 	switch s {
 	case Claimed:
@@ -246,18 +247,26 @@ const (
 
 // Record is what Redis holds for one key, as [Store.Lookup] reads it.
 type Record struct {
-	State         State
-	Scope         string
-	Key           string
-	Label         string
-	Fingerprint   string
-	Attempt       int       // 1, plus one per takeover
-	RecoveryPoint string    // last checkpoint; empty if none
-	RecoveryData  []byte    // its data; dropped on completion
-	Response      *Response // the stored outcome when Completed
-	CreatedAt     time.Time // by the clock of the process that first claimed it
-	TTL           time.Duration
-	LeaseTTL      time.Duration // zero when no lease is held
+	// State is Started or Completed.
+	State State
+	// Scope, Key, Label and Fingerprint are those of the request that
+	// created the record.
+	Scope, Key, Label, Fingerprint string
+	// Attempt is 1, plus one per takeover.
+	Attempt int
+	// RecoveryPoint is the last checkpoint; empty if none.
+	RecoveryPoint string
+	// RecoveryData is its data; completion drops it.
+	RecoveryData []byte
+	// Response is the stored outcome when Completed, else nil.
+	Response *Response
+	// CreatedAt is when the record was created, by the clock of the process
+	// that first claimed it.
+	CreatedAt time.Time
+	// TTL is how long the record has left to live.
+	TTL time.Duration
+	// LeaseTTL is how long the owner's lease has left; zero when none is held.
+	LeaseTTL time.Duration
 }
 
 // Lookup reads the record for scope and key, for inspection and tests. It
