@@ -55,8 +55,8 @@ func (l *Lease) Request() Request { return l.req }
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	code := strconv.Itoa(resp.Code)
 	return persist(ctx, func() error {
-		reply, err := completeScript.Run(ctx, l.store.client, l.keys[:], l.token, code, resp.Body, l.store.retentionMS).Result()
-		return decodeOK("complete", reply, err)
+		reply, err := l.store.eval(ctx, completeScript, l.keys[:], l.token, code, resp.Body, l.store.retentionMS)
+		return decodeReplicated("complete", reply, err)
 	})
 }
 
@@ -81,7 +81,8 @@ func persist(ctx context.Context, write func() error) error {
 	backoff := 10 * time.Millisecond
 	for try := 1; ; try++ {
 		err := write()
-		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || isRedisReply(err) || try == 8 {
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrNotReplicated) ||
+			isRedisReply(err) || try == 8 {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -125,9 +126,8 @@ func (l *Lease) Extend(ctx context.Context) error {
 // RecoveryPoint and RecoveryData. It returns ErrLeaseLost if the record is no
 // longer this lease's.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
-	reply, err := checkpointScript.Run(ctx, l.store.client, l.keys[:],
-		l.token, l.store.leaseMS, point, data).Result()
-	return decodeOK("checkpoint", reply, err)
+	reply, err := l.store.eval(ctx, checkpointScript, l.keys[:], l.token, l.store.leaseMS, point, data)
+	return decodeReplicated("checkpoint", reply, err)
 }
 
 // DerivedKey returns an idempotency key for one step of the operation to hand

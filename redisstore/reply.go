@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -75,6 +76,19 @@ func decodeOK(script string, reply any, err error) error {
 		return ErrLeaseLost
 	}
 	return unexpected(script, reply)
+}
+
+// decodeReplicated is decodeOK for a write that waited for replicas: the
+// script's own answer comes first, then the replicas'.
+func decodeReplicated(script string, reply any, err error) error {
+	var rerr *ReplicationError
+	if errors.As(err, &rerr) {
+		if derr := decodeOK(script, reply, nil); derr != nil {
+			return derr
+		}
+		return rerr
+	}
+	return decodeOK(script, reply, err)
 }
 
 // decodeRecord maps lookup.lua's reply to a Record.

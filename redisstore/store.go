@@ -24,6 +24,9 @@ var (
 	extendScript     = redis.NewScript(lua.Extend)
 	checkpointScript = redis.NewScript(lua.Checkpoint)
 	lookupScript     = redis.NewScript(lua.Lookup)
+
+	// sources maps the scripts that may run with WAIT to their source.
+	sources = map[*redis.Script]string{claimScript: lua.Claim, completeScript: lua.Complete, checkpointScript: lua.Checkpoint}
 )
 
 // MaxFieldLen is the longest Request.Key, Scope, Fingerprint or Label the
@@ -53,6 +56,20 @@ type Options struct {
 	// Default: Lease/3.
 	Heartbeat time.Duration
 
+	// Replicas makes every claim, checkpoint and completion wait until this
+	// many replicas acknowledge it (WAIT, sent in the same round trip on the
+	// same connection), so that a failover to an acknowledging replica
+	// cannot lose it: a claim no replica saw would let a retry on the new
+	// master run the operation a second time. A claim acknowledged by too
+	// few is released and fails with ErrNotReplicated before anything runs.
+	// Replication stays asynchronous: WAIT narrows the window, a failover
+	// may still promote a replica that had not acknowledged. Needs a
+	// *redis.Client or *redis.ClusterClient. Default: 0 (no waiting).
+	Replicas int
+
+	// ReplicaTimeout bounds each wait for replicas. Default: 100ms.
+	ReplicaTimeout time.Duration
+
 	// MaxDuration bounds how long [Store.Do] lets its function run: past it,
 	// the function's context is cancelled and the heartbeat stops, so a stuck
 	// function cannot hold its key for ever. Zero means no bound.
@@ -63,14 +80,16 @@ type Options struct {
 // Store claims, completes and replays idempotency records in Redis. It is
 // safe for concurrent use; create one per Redis deployment and share it.
 type Store struct {
-	client      redis.Scripter
-	prefix      string
-	lease       time.Duration
-	retention   time.Duration
-	heartbeat   time.Duration
-	maxDuration time.Duration
-	leaseMS     string
-	retentionMS string
+	client         redis.Scripter
+	prefix         string
+	lease          time.Duration
+	retention      time.Duration
+	heartbeat      time.Duration
+	maxDuration    time.Duration
+	replicas       int
+	replicaTimeout time.Duration
+	leaseMS        string
+	retentionMS    string
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -93,6 +112,9 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = opts.Lease / 3
 	}
+	if opts.ReplicaTimeout == 0 {
+		opts.ReplicaTimeout = 100 * time.Millisecond
+	}
 	switch {
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}'", opts.Prefix)
@@ -104,22 +126,34 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: heartbeat %v is not between 0 and lease %v", opts.Heartbeat, opts.Lease)
 	case opts.MaxDuration < 0:
 		return nil, fmt.Errorf("redisstore: negative max duration %v", opts.MaxDuration)
+	case opts.Replicas < 0 || opts.ReplicaTimeout < 0:
+		return nil, fmt.Errorf("redisstore: negative replicas %d or replica timeout %v", opts.Replicas, opts.ReplicaTimeout)
+	}
+	if opts.Replicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("redisstore: Replicas needs a *redis.Client or *redis.ClusterClient, not %T", client)
+		}
 	}
 	return &Store{
-		client:      client,
-		prefix:      opts.Prefix,
-		lease:       opts.Lease,
-		retention:   opts.Retention,
-		heartbeat:   opts.Heartbeat,
-		maxDuration: opts.MaxDuration,
-		leaseMS:     strconv.FormatInt(opts.Lease.Milliseconds(), 10),
-		retentionMS: strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		client:         client,
+		prefix:         opts.Prefix,
+		lease:          opts.Lease,
+		retention:      opts.Retention,
+		heartbeat:      opts.Heartbeat,
+		maxDuration:    opts.MaxDuration,
+		replicas:       opts.Replicas,
+		replicaTimeout: opts.ReplicaTimeout,
+		leaseMS:        strconv.FormatInt(opts.Lease.Milliseconds(), 10),
+		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 	}, nil
 }
 
 // Options returns the options the store runs with, defaults filled in.
 func (s *Store) Options() Options {
-	return Options{Prefix: s.prefix, Retention: s.retention, Lease: s.lease, Heartbeat: s.heartbeat, MaxDuration: s.maxDuration}
+	return Options{Prefix: s.prefix, Retention: s.retention, Lease: s.lease, Heartbeat: s.heartbeat,
+		MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout}
 }
 
 // Request names one operation: who asks, which logical operation, and what
@@ -210,7 +244,8 @@ type Claim struct {
 // (Claimed, TookOver: the caller must then Complete or Release the lease) or
 // to return the stored outcome (Replayed). It fails with an *InProgressError
 // while another owner's lease runs, ErrMismatch when the key was claimed with
-// another fingerprint, ErrInvalidRequest for a bad req, and a wrapped Redis
+// another fingerprint, ErrInvalidRequest for a bad req, a *ReplicationError
+// when Options.Replicas did not acknowledge the claim, and a wrapped Redis
 // error when Redis cannot be reached.
 func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
@@ -218,14 +253,25 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	}
 	l := &Lease{store: s, req: req, token: newToken()}
 	l.keys = s.keys(req.Scope, req.Key)
-	reply, err := claimScript.Run(ctx, s.client, l.keys[:],
-		req.Fingerprint, l.token, s.leaseMS, s.retentionMS, packMeta(req, time.Now())).Result()
+	reply, err := s.eval(ctx, claimScript, l.keys[:],
+		req.Fingerprint, l.token, s.leaseMS, s.retentionMS, packMeta(req, time.Now()))
+	var notReplicated error
+	if errors.Is(err, ErrNotReplicated) {
+		notReplicated, err = err, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	c, err := decodeClaim(reply)
 	if err != nil {
 		return nil, err
+	}
+	if notReplicated != nil && c.Lease != nil {
+		// Nothing has run yet: give the key back rather than run on a claim
+		// a failover could forget.
+		l.Attempt = c.Lease.Attempt
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, notReplicated
 	}
 	if c.Lease != nil {
 		l.Attempt, l.RecoveryPoint, l.RecoveryData = c.Lease.Attempt, c.Lease.RecoveryPoint, c.Lease.RecoveryData

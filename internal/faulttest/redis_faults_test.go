@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -139,4 +140,33 @@ func TestClusterMasterLost(t *testing.T) {
 	}
 	require.Positive(t, served, "the surviving masters serve their slots")
 	require.Positive(t, refused, "the lost master's slots are refused")
+}
+
+// TestReplicaAcknowledgement: with Replicas set, a request whose claim the
+// replica cannot acknowledge gets 503 and its handler never runs; once the
+// replica is back, the same key runs once.
+func TestReplicaAcknowledgement(t *testing.T) {
+	master := redistest.Start(t, redistest.Args("--repl-diskless-sync-delay", "0"))
+	replica := redistest.Start(t, redistest.Args("--replicaof", "127.0.0.1", fmt.Sprint(master.Port())))
+	redistest.WaitReplicas(t, master, 1)
+	a := newApp(t, master.Client(t), redisstore.Options{Replicas: 1, ReplicaTimeout: 100 * time.Millisecond}, httpmw.Options{}, nil)
+
+	code, _, body := send(t, a.srv.URL, "r-1", `{"amount":1}`)
+	require.Equal(t, http.StatusCreated, code, body)
+
+	replica.Pause()
+	code, _, body = send(t, a.srv.URL, "r-2", `{"amount":2}`)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "store-unavailable")
+	require.Zero(t, a.runsOf("r-2"))
+	code, replayed, _ := send(t, a.srv.URL, "r-1", `{"amount":1}`)
+	require.Equal(t, http.StatusCreated, code)
+	require.True(t, replayed, "replays need no acknowledgement")
+
+	replica.Resume()
+	require.Eventually(t, func() bool {
+		code, _, _ := send(t, a.srv.URL, "r-2", `{"amount":2}`)
+		return code == http.StatusCreated
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, a.runsOf("r-2"))
 }

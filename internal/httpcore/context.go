@@ -72,8 +72,10 @@ func RecoveryPoint(ctx context.Context) (point string, data []byte) {
 // Checkpoint records that the request's handler reached point, with the
 // data a later attempt needs to resume from there. It goes through even if
 // the client has gone, within the middleware's Timeout. It returns
-// ErrNotProtected for a request without a lease, and redisstore.ErrLeaseLost
-// if another attempt has taken the key over.
+// ErrNotProtected for a request without a lease, redisstore.ErrLeaseLost
+// if another attempt has taken the key over, and a
+// *redisstore.ReplicationError if the store waits for replicas and too few
+// acknowledged.
 func Checkpoint(ctx context.Context, point string, data []byte) error {
 	info := FromContext(ctx)
 	if info == nil {

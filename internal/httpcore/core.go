@@ -205,7 +205,10 @@ func (x *Exchange) Finish(panicked any) {
 		if err := l.Release(ctx); err != nil {
 			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "key", x.info.Key, "err", err)
 		}
-	} else if err := l.Complete(ctx, h.encode(rec)); err != nil {
+	} else if err := l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
+		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
+			"key", x.info.Key, "status", rec.status, "err", err)
+	} else if err != nil {
 		h.o.Logger.Error("idemkey: outcome not stored; a retry after the lease will run the handler again unless it resumes from a checkpoint",
 			"key", x.info.Key, "status", rec.status, "err", err)
 	}

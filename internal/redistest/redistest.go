@@ -381,3 +381,30 @@ func (s *Server) Tail() string {
 	}
 	return string(out)
 }
+
+// WaitReplicas waits until n replicas acknowledge a write on s (a SET of a
+// probe key followed by WAIT on the same connection), so that a test's own
+// writes are not the first a freshly synced replica sees.
+func WaitReplicas(t testing.TB, s *Server, n int) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		pipe := c.Pipeline()
+		pipe.Set(ctx, "redistest:replica-probe", time.Now().UnixNano(), time.Minute)
+		wait := pipe.Do(ctx, "wait", n, 100)
+		_, _ = pipe.Exec(ctx)
+		if acked, err := wait.Int(); err == nil && acked >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("redistest: %d replicas of %s did not acknowledge within %v", n, s.Addr(), startTimeout)
+		case <-tick.C:
+		}
+	}
+}
