@@ -743,7 +743,7 @@ func sciOf(s string) string {
 	if trimmed == "" {
 		return "0"
 	}
-	return fmt.Sprint(neg, trimmed, exp)
+	return fmt.Sprintf("%t|%s|%s", neg, trimmed, exp.String())
 }
 
 func hasSurrogateEscape(x []byte) bool {
