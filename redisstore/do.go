@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // ErrMaxDuration is the cause of the context cancellation a function run by
@@ -73,15 +72,7 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lease) ([]byte, error)) (*Result, error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := l.KeepAlive(func() { cancel(ErrLeaseLost) })
-	if s.maxDuration > 0 {
-		over := time.AfterFunc(s.maxDuration, func() {
-			stop() // let the lease run out: a stuck fn must not hold the key
-			cancel(ErrMaxDuration)
-		})
-		defer over.Stop()
-	}
-
+	stop := l.Supervise(cancel)
 	data, panicked, err := call(fctx, l, fn)
 	stop()
 

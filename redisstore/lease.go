@@ -154,6 +154,27 @@ func DerivedKey(prefix, scope, key, step string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:24])
 }
 
+// Supervise watches over an operation running on the lease, whose context
+// cancel cancels: it keeps the lease alive (KeepAlive) and cancels with
+// cause ErrLeaseLost if the lease is lost; with Options.MaxDuration set, once
+// that passes it stops extending the lease, so a stuck operation cannot hold
+// the key, and cancels with cause ErrMaxDuration. stop ends the watch; call
+// it when the operation returns, before completing or releasing the lease.
+func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
+	stopBeat := l.KeepAlive(func() { cancel(ErrLeaseLost) })
+	if l.store.maxDuration <= 0 {
+		return stopBeat
+	}
+	over := time.AfterFunc(l.store.maxDuration, func() {
+		stopBeat()
+		cancel(ErrMaxDuration)
+	})
+	return func() {
+		over.Stop()
+		stopBeat()
+	}
+}
+
 // KeepAlive extends the lease every Options.Heartbeat until stop is called,
 // so that a live owner is never taken over however long it runs. If Redis
 // reports the lease lost (another caller took the record over), KeepAlive

@@ -46,7 +46,7 @@ type Exchange struct {
 	h      *Handler
 	info   *Info
 	cancel context.CancelCauseFunc
-	stop   func() // stops the heartbeat and its watcher
+	stop   func() // ends the lease's supervision
 }
 
 // Begin does everything before the application handler runs. It returns:
@@ -170,20 +170,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, body []byte, key
 	r2.ContentLength = int64(len(body))
 	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes), h: h, info: info, cancel: cancel}
 
-	stopBeat := l.KeepAlive(func() { cancel(redisstore.ErrLeaseLost) })
-	var over *time.Timer
-	if d := h.store.Options().MaxDuration; d > 0 {
-		over = time.AfterFunc(d, func() {
-			stopBeat() // let the lease run out: a stuck handler must not hold the key
-			cancel(redisstore.ErrMaxDuration)
-		})
-	}
-	x.stop = func() {
-		if over != nil {
-			over.Stop()
-		}
-		stopBeat()
-	}
+	x.stop = l.Supervise(cancel)
 	return x
 }
 
