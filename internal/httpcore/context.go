@@ -1,7 +1,6 @@
 package httpcore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -85,5 +84,3 @@ func Checkpoint(ctx context.Context, point string, data []byte) error {
 	defer cancel()
 	return info.Lease.Checkpoint(ctx, point, data)
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -1,6 +1,7 @@
 package httpcore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 	default:
 		if h.o.FailOpen {
 			h.o.Logger.Warn("idemkey: store unavailable, running unprotected", "key", key, "err", err)
-			r.Body = io.NopCloser(bytesReader(body))
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			return nil, true
 		}
 		h.o.Logger.Warn("idemkey: store unavailable", "key", key, "err", err)
@@ -166,7 +167,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, body []byte, key
 	info := &Info{Key: key, Lease: l, timeout: h.o.Timeout}
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), ctxKey{}, info))
 	r2 := r.WithContext(ctx)
-	r2.Body = io.NopCloser(bytesReader(body))
+	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.ContentLength = int64(len(body))
 	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes), h: h, info: info, cancel: cancel}
 
