@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/internal/loadgen"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -62,7 +63,7 @@ type paymentResponse struct {
 // counts executions (the side effect) and, during storms, executions per key.
 type app struct {
 	execs   atomic.Int64
-	counter atomic.Pointer[execCounter]
+	counter atomic.Pointer[loadgen.ExecCounter]
 
 	holdMu sync.Mutex
 	hold   chan struct{} // closed to release the handlers of holdPath
@@ -77,7 +78,7 @@ func (a *app) pay(key string, body []byte) (status int, location string, resp an
 	}
 	n := a.execs.Add(1)
 	if c := a.counter.Load(); c != nil {
-		c.add(key)
+		c.Add(key)
 	}
 	id := "pay_" + strconv.FormatInt(n, 10)
 	return http.StatusCreated, paymentPath + "/" + id, paymentResponse{
@@ -140,36 +141,6 @@ func (a *app) handleBlob(c *gin.Context) {
 	a.execs.Add(1)
 	c.Header("Location", blobPath+"/1")
 	c.Data(http.StatusCreated, "application/octet-stream", []byte(strings.Repeat("x", n)))
-}
-
-// execCounter counts handler executions per idempotency key.
-type execCounter struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func newExecCounter() *execCounter { return &execCounter{m: map[string]int{}} }
-
-func (c *execCounter) add(key string) {
-	c.mu.Lock()
-	c.m[key]++
-	c.mu.Unlock()
-}
-
-// summary returns the executions, the keys executed, the most executions of
-// one key and the keys executed more than once.
-func (c *execCounter) summary() (total, keys, maxPerKey, multi int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range c.m {
-		total += n
-		keys++
-		maxPerKey = max(maxPerKey, n)
-		if n > 1 {
-			multi++
-		}
-	}
-	return total, keys, maxPerKey, multi
 }
 
 // bareEngine serves the handler with no idempotency.

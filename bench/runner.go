@@ -544,7 +544,7 @@ func (r *runner) medians() {
 // storm runs one retry storm against url and counts, on the server side,
 // the executions of each key across apps.
 func (r *runner) storm(ctx context.Context, name, url string, client *http.Client, apps []*app, instances, masters int) (*StormResult, error) {
-	counter := newExecCounter()
+	counter := loadgen.NewExecCounter()
 	for _, a := range apps {
 		a.counter.Store(counter)
 	}
@@ -569,7 +569,7 @@ func (r *runner) storm(ctx context.Context, name, url string, client *http.Clien
 		Status: rep.StatusCounts, RPS: round1(rep.Throughput()),
 		P50MS: ms(rep.Latency.P50), P99MS: ms(rep.Latency.P99),
 	}
-	s.HandlerExecutions, s.KeysExecuted, s.ExecutionsMax, s.KeysExecutedMoreThanOnce = counter.summary()
+	s.HandlerExecutions, s.KeysExecuted, s.ExecutionsMax, s.KeysExecutedMoreThanOnce = counter.Summary()
 	for _, f := range rep.Failures {
 		// storm documents this marker for keys whose clients got
 		// different final responses.

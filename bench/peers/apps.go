@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/gofiber/fiber/v3/middleware/idempotency"
+
+	"github.com/idemkey/idemkey/internal/loadgen"
 )
 
 const (
@@ -42,41 +43,10 @@ type paymentResponse struct {
 	Currency string `json:"currency"`
 }
 
-// execCounter counts handler executions per idempotency key.
-type execCounter struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func newExecCounter() *execCounter { return &execCounter{m: map[string]int{}} }
-
-func (c *execCounter) add(key string) {
-	c.mu.Lock()
-	c.m[key]++
-	c.mu.Unlock()
-}
-
-// summary returns the total number of executions, the number of distinct
-// keys executed, the highest count for one key and the number of keys
-// executed more than once.
-func (c *execCounter) summary() (total, keys, maxPerKey, multi int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range c.m {
-		total += n
-		keys++
-		maxPerKey = max(maxPerKey, n)
-		if n > 1 {
-			multi++
-		}
-	}
-	return total, keys, maxPerKey, multi
-}
-
 // paymentHandler is the endpoint under test: it decodes a small JSON body
 // and answers 201 with a fresh payment id. With a counter it also records
 // the execution under the request's idempotency key.
-func paymentHandler(counter *execCounter) fiber.Handler {
+func paymentHandler(counter *loadgen.ExecCounter) fiber.Handler {
 	return func(c fiber.Ctx) error {
 		var req paymentRequest
 		if err := json.Unmarshal(c.Body(), &req); err != nil || req.Amount <= 0 {
@@ -85,7 +55,7 @@ func paymentHandler(counter *execCounter) fiber.Handler {
 		if counter != nil {
 			// Fiber strings point into reusable buffers unless the app is
 			// Immutable: copy before keeping it.
-			counter.add(strings.Clone(c.Get(keyHeader)))
+			counter.Add(strings.Clone(c.Get(keyHeader)))
 		}
 		n := payments.Add(1)
 		return c.Status(fiber.StatusCreated).JSON(paymentResponse{
@@ -116,7 +86,7 @@ type appConfig struct {
 	// nil serves the bare handler.
 	storage fiber.Storage
 	// counter, when set, counts handler executions per key.
-	counter *execCounter
+	counter *loadgen.ExecCounter
 	// markReplays adds the Idempotent-Replayed marker (storm apps only).
 	markReplays bool
 }

@@ -304,7 +304,7 @@ func bench(ctx context.Context, o options, host string, port int) (*results, err
 	}
 
 	// Retry storm against one instance.
-	counter := newExecCounter()
+	counter := loadgen.NewExecCounter()
 	s1, err := start(appConfig{storage: idemStorage, counter: counter, markReplays: true})
 	if err != nil {
 		return nil, err
@@ -318,7 +318,7 @@ func bench(ctx context.Context, o options, host string, port int) (*results, err
 	if o.TwoInstances {
 		// Two apps, each with its own middleware (own in-memory lock) and
 		// its own Redis client, sharing one Redis and one execution counter.
-		counter := newExecCounter()
+		counter := loadgen.NewExecCounter()
 		var urls []string
 		for range 2 {
 			st, err := newStorage()
@@ -351,7 +351,7 @@ func bench(ctx context.Context, o options, host string, port int) (*results, err
 
 // runStorm runs one storm and combines its report with the handler-side
 // execution counts.
-func runStorm(ctx context.Context, o options, baseURL string, client *http.Client, counter *execCounter, instances int) (*stormResult, error) {
+func runStorm(ctx context.Context, o options, baseURL string, client *http.Client, counter *loadgen.ExecCounter, instances int) (*stormResult, error) {
 	rep, err := storm.Run(ctx, storm.Config{
 		URL:         baseURL + path,
 		Keys:        o.Keys,
@@ -384,7 +384,7 @@ func runStorm(ctx context.Context, o options, baseURL string, client *http.Clien
 		P99MS:        ms(rep.Latency.P99),
 		ElapsedMS:    ms(rep.Elapsed),
 	}
-	sr.HandlerExecutions, sr.KeysExecuted, sr.ExecutionsMax, sr.KeysExecutedMoreThanOnce = counter.summary()
+	sr.HandlerExecutions, sr.KeysExecuted, sr.ExecutionsMax, sr.KeysExecutedMoreThanOnce = counter.Summary()
 	for code, n := range rep.StatusCounts {
 		sr.StatusCounts[strconv.Itoa(code)] = n
 	}
