@@ -35,7 +35,8 @@ var errAddrInUse = errors.New("port already in use")
 type Option func(*config)
 
 type config struct {
-	args []string
+	args     []string
+	replicas int // per cluster master
 }
 
 // Args returns an Option that appends extra redis-server command-line
@@ -49,6 +50,13 @@ func Args(args ...string) Option {
 // no, so cluster masters keep serving their slots while another master is down.
 func NoFullCoverage() Option {
 	return Args("--cluster-require-full-coverage", "no")
+}
+
+// Replicas returns an Option that gives every master of a cluster n
+// replicas: StartCluster(t, 3, Replicas(1)) starts 3 masters and 3 replicas.
+// Start, Launch and the sentinel topologies ignore it. Default: 0.
+func Replicas(n int) Option {
+	return func(c *config) { c.replicas = n }
 }
 
 // Binary returns the path of redis-server. If it is not on PATH, Binary skips
@@ -74,6 +82,7 @@ type Server struct {
 	extra             []string
 	port, busPort     int // busPort is the cluster bus port, 0 for a standalone server
 	cluster           bool
+	sentinelConf      string // the config file of a sentinel, "" for a data node
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -112,11 +121,16 @@ func Launch(dir string, opts ...Option) (*Server, error) {
 // Close kills the server; it is Kill, for servers from Launch.
 func (s *Server) Close() { s.Kill() }
 
-func newServer(bin, dir string, cluster bool, opts []Option) *Server {
+func configure(opts []Option) config {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return cfg
+}
+
+func newServer(bin, dir string, cluster bool, opts []Option) *Server {
+	cfg := configure(opts)
 	s := &Server{bin: bin, dir: dir, extra: cfg.args, cluster: cluster}
 	s.logPath = filepath.Join(s.dir, "redistest.log")
 	return s
@@ -161,10 +175,14 @@ func freePorts(cluster bool) (port, busPort int, err error) {
 }
 
 func (s *Server) argv() []string {
-	a := []string{
+	var a []string
+	if s.sentinelConf != "" {
+		a = []string{s.sentinelConf, "--sentinel"}
+	}
+	a = append(a,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-	}
+	)
 	if s.busPort != 0 {
 		a = append(a, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(s.busPort))
@@ -387,24 +405,69 @@ func (s *Server) Tail() string {
 // writes are not the first a freshly synced replica sees.
 func WaitReplicas(t testing.TB, s *Server, n int) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1, MaxRetries: -1})
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	if err := waitAcks(ctx, s, n); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+}
+
+// waitAcks waits until n replicas acknowledge a write on s, or ctx is done.
+func waitAcks(ctx context.Context, s *Server, n int) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1, MaxRetries: -1})
+	defer c.Close()
+	probe := 0
+	return poll(ctx, func(ctx context.Context) error {
+		pipe := c.Pipeline()
+		set := pipe.Set(ctx, fmt.Sprintf("redistest:replica-probe:%d", probe), time.Now().UnixNano(), time.Minute)
+		wait := pipe.Do(ctx, "wait", n, 100)
+		_, _ = pipe.Exec(ctx)
+		if _, moved := redis.IsMovedError(set.Err()); moved {
+			probe++ // a cluster master: find a key in one of its slots
+		}
+		// Without a write, WAIT has nothing to wait for and counts every
+		// replica connected.
+		err := set.Err()
+		acked := 0
+		if err == nil {
+			acked, err = wait.Int()
+		}
+		if err == nil && acked < n {
+			err = fmt.Errorf("%d of %d replicas acknowledged", acked, n)
+		}
+		if err != nil {
+			return fmt.Errorf("replicas of %s: %w", s.Addr(), err)
+		}
+		return nil
+	})
+}
+
+// poll calls check every pollInterval until it returns nil, or until ctx is
+// done: then it returns check's last error.
+func poll(ctx context.Context, check func(context.Context) error) error {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		pipe := c.Pipeline()
-		pipe.Set(ctx, "redistest:replica-probe", time.Now().UnixNano(), time.Minute)
-		wait := pipe.Do(ctx, "wait", n, 100)
-		_, _ = pipe.Exec(ctx)
-		if acked, err := wait.Int(); err == nil && acked >= n {
-			return
+		err := check(ctx)
+		if err == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("redistest: %d replicas of %s did not acknowledge within %v", n, s.Addr(), startTimeout)
+			return fmt.Errorf("%w (after %v)", err, context.Cause(ctx))
 		case <-tick.C:
 		}
+	}
+}
+
+// dirMaker returns a function that creates and returns dir/node0,
+// dir/node1, ... on successive calls, for the Launch functions.
+func dirMaker(dir string) func() string {
+	n := 0
+	return func() string {
+		d := filepath.Join(dir, fmt.Sprintf("node%d", n))
+		n++
+		_ = os.MkdirAll(d, 0o755)
+		return d
 	}
 }
