@@ -99,13 +99,13 @@ func persist(ctx context.Context, write func() error) error {
 // isRedisReply reports whether err is a final error reply from Redis
 // (WRONGTYPE, a script error): Redis was reached and trying again cannot
 // help. Replies that say "not now" (loading after a restart, cluster down,
-// failing over) are not final.
+// failing over, a slot moved or migrating) are not final.
 func isRedisReply(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	for _, p := range [...]string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY"} {
+	for _, p := range [...]string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "MASTERDOWN", "READONLY", "BUSY"} {
 		if redis.HasErrorPrefix(err, p) {
 			return false
 		}
