@@ -454,12 +454,13 @@ func (c *conn) write() {
 				return
 			}
 		}
-		if wait := time.Until(it.release); wait > 0 || it.action == Reset {
+		wait := time.Until(it.release)
+		if wait > 0 || it.action == Reset {
 			if err := w.Flush(); err != nil {
 				return
 			}
 		}
-		if wait := time.Until(it.release); wait > 0 {
+		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:

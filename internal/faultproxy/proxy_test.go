@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -381,4 +382,36 @@ func TestNewRejects(t *testing.T) {
 	require.Panics(t, func() { p.Inject(faultproxy.Fault{Action: faultproxy.Delay}) })
 	require.Panics(t, func() { p.Inject(faultproxy.Fault{Action: faultproxy.Reset, Skip: -1}) })
 	require.Equal(t, "LoseReply", faultproxy.LoseReply.String())
+}
+
+// TestCloseEndsGoroutines: every goroutine the proxy started has ended when
+// Close returns, whatever state its connections were in.
+func TestCloseEndsGoroutines(t *testing.T) {
+	srv := redistest.Start(t)
+	before := runtime.NumGoroutine()
+	p, err := faultproxy.New(srv.Addr())
+	require.NoError(t, err)
+	p.Inject(faultproxy.Fault{Action: faultproxy.Blackhole, Match: faultproxy.Prefix("GET", "hole")})
+	p.Inject(faultproxy.Fault{Action: faultproxy.Delay, Delay: time.Hour, Match: faultproxy.Prefix("GET", "slow")})
+	p.Inject(faultproxy.Fault{Action: faultproxy.LoseReply, Match: faultproxy.Prefix("GET", "lost")})
+	var conns []net.Conn
+	for _, cmd := range []string{"PING", "GET hole", "GET slow", "GET lost", "*1\r\n$3\r\nPI"} {
+		c, err := net.Dial("tcp", p.Addr())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte(cmd + "\r\n"))
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	require.Eventually(t, func() bool { return p.Commands() == 4 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, p.Close())
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	// Polled here, not with require.Eventually, whose own goroutine counts.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before)
 }

@@ -161,3 +161,22 @@ func TestClusterReplicas(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond)
 	require.Equal(t, "slave", role(t, ctx, cl.Node(1)))
 }
+
+// TestLaunchSentinel starts a deployment outside the test's control, as a
+// benchmark program would, and closes it.
+func TestLaunchSentinel(t *testing.T) {
+	redistest.Binary(t)
+	s, err := redistest.LaunchSentinel(t.TempDir())
+	require.NoError(t, err)
+	defer s.Close()
+	m, err := s.Master(ctxT(t, 10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 0, m)
+	s.Close()
+	for i := range s.Nodes() {
+		require.False(t, s.Node(i).Running())
+	}
+	for i := range 3 {
+		require.False(t, s.Sentinel(i).Running())
+	}
+}

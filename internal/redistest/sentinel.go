@@ -100,7 +100,7 @@ func (s *Sentinel) start(bin string, mkdir func() string, opts []Option) error {
 		return err
 	}
 	for range dataNodes - 1 {
-		r := newServer(bin, mkdir(), false, append(opts, Args("--replicaof", "127.0.0.1", strconv.Itoa(master.port))))
+		r := newServer(bin, mkdir(), false, append(opts[:len(opts):len(opts)], Args("--replicaof", "127.0.0.1", strconv.Itoa(master.port))))
 		s.nodes = append(s.nodes, r)
 		if err := r.startFresh(); err != nil {
 			return err
