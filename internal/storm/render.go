@@ -18,13 +18,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(&b, "%-14s %s\n", label, fmt.Sprintf(format, args...))
 	}
-	retry := "off"
-	if r.Retry409 {
-		retry = "on"
-	}
 	fmt.Fprintf(&b, "idemkey storm: %s %s\n", r.Method, r.URL)
-	fmt.Fprintf(&b, "  %d keys x %d dups, concurrency %d, timeout %s, retry-409 %s\n\n",
-		r.Keys, r.Dups, r.Concurrency, r.Timeout, retry)
+	fmt.Fprintf(&b, "  %d keys x %d dups, concurrency %d, timeout %s, retry %s, probe %s",
+		r.Keys, r.Dups, r.Concurrency, r.Timeout, onOff(r.Retry), onOff(r.Probe.Enabled))
+	if r.KeyHeader != "" && r.KeyHeader != headerIdempotencyKey {
+		fmt.Fprintf(&b, ", key header %s", r.KeyHeader)
+	}
+	b.WriteString("\n\n")
 	row("requests", "%d (%d responses, %d retries)", r.Requests, r.Responses, r.Retries)
 	row("elapsed", "%s", fmtDuration(r.Elapsed))
 	row("throughput", "%.1f req/s", r.Throughput())
@@ -39,62 +39,127 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	row("status codes", "%s", strings.Join(statuses, "  "))
 	row("originals", "%d", r.Originals)
-	row("replays", "%d", r.Replays)
+	if r.OversizeReplays > 0 {
+		row("replays", "%d (%d response-too-large)", r.Replays, r.OversizeReplays)
+	} else {
+		row("replays", "%d", r.Replays)
+	}
 	row("in progress", "%d (409 without %s)", r.InProgress, headerReplayed)
+	row("retry later", "%d (408, 425, 429, 503 without %s)", r.RetryLater, headerReplayed)
 	row("errors", "%d (transport %d, 5xx %d)", r.Errors, r.TransportErrors, r.ServerErrors)
-	row("keys", "%d passed, %d failed, %d without a final response", r.KeysPassed, r.KeysFailed, r.KeysUnresolved)
-	if len(r.Failures) > 0 {
-		fmt.Fprintf(&b, "\nfailed keys (showing %d of %d):\n", len(r.Failures), r.KeysFailed)
-		for _, f := range r.Failures {
-			fmt.Fprintf(&b, "  %s  %s\n", f.Key, f.Reason)
+	if r.Probe.Enabled {
+		row("late probe", "%d keys probed: %d identical replays, %d ran again, %d replayed differently, %d without a final answer",
+			r.Probe.Sent, r.Probe.Identical, r.Probe.Executed, r.Probe.Divergent, r.Probe.NotFinal)
+	}
+	if c := r.Count; c != nil {
+		switch {
+		case !c.Read && c.Error != "":
+			row("count", "%s: %d before, unreadable after: %s", c.Field, c.Before, c.Error)
+		case !c.Read:
+			row("count", "%s: %d before, not read after", c.Field, c.Before)
+		default:
+			cmp := "="
+			if c.Delta() != int64(r.KeysPassed) {
+				cmp = "!="
+			}
+			row("count", "%s: %d before, %d after: delta %d %s %d keys passed", c.Field, c.Before, c.After, c.Delta(), cmp, r.KeysPassed)
 		}
 	}
+	row("keys", "%d passed, %d failed, %d inconclusive", r.KeysPassed, r.KeysFailed, r.KeysInconclusive)
+	writeKeys(&b, "failed", r.Failures, r.KeysFailed)
+	writeKeys(&b, "inconclusive", r.Inconclusive, r.KeysInconclusive)
+
 	b.WriteString("\nverdict: ")
-	switch {
-	case r.Pass():
+	switch r.Verdict() {
+	case VerdictPass:
 		b.WriteString("PASS\n")
-	case r.KeysFailed > 0:
-		fmt.Fprintf(&b, "FAIL (%d of %d keys failed)\n", r.KeysFailed, r.Keys)
-	case r.Error != "":
-		fmt.Fprintf(&b, "FAIL (inconclusive: %s)\n", r.Error)
-	case r.Interrupted:
-		b.WriteString("FAIL (inconclusive: interrupted)\n")
+	case VerdictFail:
+		var why []string
+		if r.KeysFailed > 0 {
+			why = append(why, fmt.Sprintf("%d of %d keys failed", r.KeysFailed, r.Keys))
+		}
+		if r.countMismatch() {
+			why = append(why, fmt.Sprintf("%s grew by %d for %d keys passed", r.Count.Field, r.Count.Delta(), r.KeysPassed))
+		}
+		fmt.Fprintf(&b, "FAIL (%s)\n", strings.Join(why, "; "))
 	default:
-		b.WriteString("FAIL (inconclusive: no HTTP response)\n")
+		var why []string
+		switch {
+		case r.Error != "":
+			why = append(why, r.Error)
+		case r.Interrupted:
+			why = append(why, "interrupted")
+		}
+		if r.KeysInconclusive > 0 && r.Error == "" {
+			why = append(why, fmt.Sprintf("%d of %d keys inconclusive", r.KeysInconclusive, r.Keys))
+		}
+		if r.Count != nil && !r.Count.Read && !r.Interrupted {
+			why = append(why, "count unreadable after the storm")
+		}
+		fmt.Fprintf(&b, "INCONCLUSIVE (%s)\n", strings.Join(why, "; "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
+// writeKeys lists the keys of one class with what each got.
+func writeKeys(b *strings.Builder, class string, keys []Failure, total int) {
+	if len(keys) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s keys (showing %d of %d):\n", class, len(keys), total)
+	for _, f := range keys {
+		fmt.Fprintf(b, "  %s  %s\n", f.Key, f.Reason)
+		got := describeStatuses(f.Statuses, f.TransportErrors)
+		if f.Probe != "" {
+			got += "; late probe: " + f.Probe
+		}
+		fmt.Fprintf(b, "      got %s\n", got)
+	}
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
 // jsonReport is the stable JSON form of a Report.
 type jsonReport struct {
-	Verdict         string      `json:"verdict"`
-	URL             string      `json:"url"`
-	Method          string      `json:"method"`
-	Keys            int         `json:"keys"`
-	Dups            int         `json:"dups"`
-	Concurrency     int         `json:"concurrency"`
-	TimeoutMS       float64     `json:"timeout_ms"`
-	Retry409        bool        `json:"retry_409"`
-	Requests        int         `json:"requests"`
-	Responses       int         `json:"responses"`
-	Retries         int         `json:"retries"`
-	ElapsedMS       float64     `json:"elapsed_ms"`
-	ThroughputRPS   float64     `json:"throughput_rps"`
-	LatencyMS       jsonLatency `json:"latency_ms"`
-	StatusCounts    map[int]int `json:"status_counts"`
-	Originals       int         `json:"originals"`
-	Replays         int         `json:"replays"`
-	InProgress      int         `json:"in_progress"`
-	Errors          int         `json:"errors"`
-	TransportErrors int         `json:"transport_errors"`
-	ServerErrors    int         `json:"server_errors"`
-	KeysPassed      int         `json:"keys_passed"`
-	KeysFailed      int         `json:"keys_failed"`
-	KeysUnresolved  int         `json:"keys_unresolved"`
-	Failures        []Failure   `json:"failures"`
-	Interrupted     bool        `json:"interrupted"`
-	Error           string      `json:"error,omitempty"`
+	Verdict          string      `json:"verdict"`
+	URL              string      `json:"url"`
+	Method           string      `json:"method"`
+	KeyHeader        string      `json:"key_header"`
+	Keys             int         `json:"keys"`
+	Dups             int         `json:"dups"`
+	Concurrency      int         `json:"concurrency"`
+	TimeoutMS        float64     `json:"timeout_ms"`
+	Retry            bool        `json:"retry"`
+	Requests         int         `json:"requests"`
+	Responses        int         `json:"responses"`
+	Retries          int         `json:"retries"`
+	ElapsedMS        float64     `json:"elapsed_ms"`
+	ThroughputRPS    float64     `json:"throughput_rps"`
+	LatencyMS        jsonLatency `json:"latency_ms"`
+	StatusCounts     map[int]int `json:"status_counts"`
+	Originals        int         `json:"originals"`
+	Replays          int         `json:"replays"`
+	OversizeReplays  int         `json:"oversize_replays"`
+	InProgress       int         `json:"in_progress"`
+	RetryLater       int         `json:"retry_later"`
+	Errors           int         `json:"errors"`
+	TransportErrors  int         `json:"transport_errors"`
+	ServerErrors     int         `json:"server_errors"`
+	Probe            jsonProbe   `json:"probe"`
+	Count            *jsonCount  `json:"count,omitempty"`
+	KeysPassed       int         `json:"keys_passed"`
+	KeysFailed       int         `json:"keys_failed"`
+	KeysInconclusive int         `json:"keys_inconclusive"`
+	Failures         []Failure   `json:"failures"`
+	Inconclusive     []Failure   `json:"inconclusive"`
+	Interrupted      bool        `json:"interrupted"`
+	Error            string      `json:"error,omitempty"`
 }
 
 type jsonLatency struct {
@@ -104,13 +169,38 @@ type jsonLatency struct {
 	Max float64 `json:"max"`
 }
 
+type jsonProbe struct {
+	Enabled   bool    `json:"enabled"`
+	Sent      int     `json:"sent"`
+	Identical int     `json:"identical"`
+	Executed  int     `json:"executed"`
+	Divergent int     `json:"divergent"`
+	NotFinal  int     `json:"not_final"`
+	Retries   int     `json:"retries"`
+	ElapsedMS float64 `json:"elapsed_ms"`
+}
+
+type jsonCount struct {
+	URL    string `json:"url"`
+	Field  string `json:"field"`
+	Before int64  `json:"before"`
+	After  *int64 `json:"after"`
+	Delta  *int64 `json:"delta"`
+	Want   int    `json:"want"`
+	Error  string `json:"error,omitempty"`
+}
+
 // WriteJSON writes the report to w as one JSON object on one line. Field
 // names are stable snake_case; durations are in milliseconds and
-// status_counts is keyed by the status code as a string.
+// status_counts is keyed by the status code as a string. count is present
+// only with a count URL; its after and delta are null when the count was
+// not read after the storm.
 func (r *Report) WriteJSON(w io.Writer) error {
-	failures := r.Failures
-	if failures == nil {
-		failures = []Failure{}
+	orEmpty := func(f []Failure) []Failure {
+		if f == nil {
+			return []Failure{}
+		}
+		return f
 	}
 	counts := r.StatusCounts
 	if counts == nil {
@@ -120,11 +210,12 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		Verdict:       r.Verdict(),
 		URL:           r.URL,
 		Method:        r.Method,
+		KeyHeader:     r.KeyHeader,
 		Keys:          r.Keys,
 		Dups:          r.Dups,
 		Concurrency:   r.Concurrency,
 		TimeoutMS:     ms(r.Timeout),
-		Retry409:      r.Retry409,
+		Retry:         r.Retry,
 		Requests:      r.Requests,
 		Responses:     r.Responses,
 		Retries:       r.Retries,
@@ -136,16 +227,30 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		StatusCounts:    counts,
 		Originals:       r.Originals,
 		Replays:         r.Replays,
+		OversizeReplays: r.OversizeReplays,
 		InProgress:      r.InProgress,
+		RetryLater:      r.RetryLater,
 		Errors:          r.Errors,
 		TransportErrors: r.TransportErrors,
 		ServerErrors:    r.ServerErrors,
-		KeysPassed:      r.KeysPassed,
-		KeysFailed:      r.KeysFailed,
-		KeysUnresolved:  r.KeysUnresolved,
-		Failures:        failures,
-		Interrupted:     r.Interrupted,
-		Error:           r.Error,
+		Probe: jsonProbe{
+			Enabled: r.Probe.Enabled, Sent: r.Probe.Sent, Identical: r.Probe.Identical, Executed: r.Probe.Executed,
+			Divergent: r.Probe.Divergent, NotFinal: r.Probe.NotFinal, Retries: r.Probe.Retries, ElapsedMS: ms(r.Probe.Elapsed),
+		},
+		KeysPassed:       r.KeysPassed,
+		KeysFailed:       r.KeysFailed,
+		KeysInconclusive: r.KeysInconclusive,
+		Failures:         orEmpty(r.Failures),
+		Inconclusive:     orEmpty(r.Inconclusive),
+		Interrupted:      r.Interrupted,
+		Error:            r.Error,
+	}
+	if c := r.Count; c != nil {
+		j.Count = &jsonCount{URL: c.URL, Field: c.Field, Before: c.Before, Want: r.KeysPassed, Error: c.Error}
+		if c.Read {
+			after, delta := c.After, c.Delta()
+			j.Count.After, j.Count.Delta = &after, &delta
+		}
 	}
 	return json.NewEncoder(w).Encode(j)
 }

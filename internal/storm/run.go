@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,6 +21,7 @@ import (
 type attempt struct {
 	status     int // 0 for transport errors
 	replay     bool
+	oversize   bool // a replay whose body is the response-too-large problem
 	sum        [sha256.Size]byte
 	size       int64
 	snippet    []byte
@@ -28,95 +30,165 @@ type attempt struct {
 	err        error
 }
 
-// keyRun holds one key and the attempts made for it.
+// keyRun holds one key, what its duplicates send and the attempts made for
+// it.
 type keyRun struct {
 	key     string
 	body    []byte
+	header  http.Header // the request headers, the key header included
+	host    string
 	gate    chan struct{} // closed once all duplicates were picked up
 	arrived atomic.Int64
 
 	mu       sync.Mutex
-	attempts []attempt
+	attempts []attempt // the storm's
+	probe    []attempt // the late probe's
 }
 
-func (k *keyRun) record(a attempt) {
+func (k *keyRun) record(a attempt, probe bool) {
 	k.mu.Lock()
-	k.attempts = append(k.attempts, a)
+	if probe {
+		k.probe = append(k.probe, a)
+	} else {
+		k.attempts = append(k.attempts, a)
+	}
 	k.mu.Unlock()
 }
 
 // runner is the state shared by the workers of one storm.
 type runner struct {
-	cfg    Config
-	target *url.URL
-	client *http.Client
-	header http.Header
-	host   string
+	cfg         Config
+	target      *url.URL
+	client      *http.Client
+	probeClient *http.Client
 
-	attempts  atomic.Int64 // HTTP attempts finished (responses + errors)
-	completed atomic.Int64 // logical (key, dup) requests finished
-	inFlight  atomic.Int64
-	retries   atomic.Int64
+	attempts     atomic.Int64 // HTTP attempts of the storm finished (responses + errors)
+	completed    atomic.Int64 // logical (key, dup) requests finished
+	inFlight     atomic.Int64
+	retries      atomic.Int64 // the storm's
+	probeRetries atomic.Int64
+	probing      atomic.Bool
+	probed       atomic.Int64 // keys probed
 }
 
-// Run executes the storm described by cfg and returns its report. It
-// returns an error wrapping ErrInvalidConfig, and no report, when cfg is
-// invalid. When ctx is cancelled before the storm completes, Run stops
-// sending, waits for the requests in flight to be abandoned and returns the
-// partial report, marked Interrupted, together with ctx.Err().
+// Run executes the storm described by cfg: the count read (with CountURL),
+// the storm, the late probe (unless NoProbe) and the second count read, and
+// returns its report. It returns an error wrapping ErrInvalidConfig, and no
+// report, when cfg is invalid, and an error wrapping ErrCount, and no
+// report, when CountURL cannot be read before the storm. When ctx is
+// cancelled before the storm completes, Run stops sending, waits for the
+// requests in flight to be abandoned and returns the partial report, marked
+// Interrupted, together with ctx.Err(); the probe and the second count read
+// are skipped then. Run is safe for concurrent use with distinct Configs.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, target, err := normalize(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, target: target}
-	r.header = cfg.Header.Clone()
-	if r.header == nil {
-		r.header = http.Header{}
-	}
-	if h := r.header.Get("Host"); h != "" {
-		r.host = h
-	}
-	r.header.Del("Host")
-	r.header.Del(headerIdempotencyKey)
-	if r.header.Get("User-Agent") == "" {
-		r.header.Set("User-Agent", "idemkey-storm")
-	}
-	r.client = cfg.Client
+	r := &runner{cfg: cfg, target: target, client: cfg.Client, probeClient: cfg.Client}
 	if r.client == nil {
 		tr := newTransport(cfg.Concurrency)
 		defer tr.CloseIdleConnections()
-		r.client = &http.Client{
-			Transport: tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		}
+		r.client = newClient(tr)
+		probe := newTransport(cfg.Concurrency)
+		probe.DisableKeepAlives = true // a fresh connection for every probe
+		r.probeClient = newClient(probe)
+	}
+	keys, err := r.keys()
+	if err != nil {
+		return nil, err
 	}
 
-	keys := make([]*keyRun, cfg.Keys)
-	for i := range keys {
-		k := &keyRun{key: cfg.KeyPrefix + newKey(), gate: make(chan struct{})}
-		if cfg.BodyFor != nil {
-			k.body = cfg.BodyFor(k.key, i)
-		} else {
-			k.body = cfg.Body
+	var before int64
+	if cfg.CountURL != "" {
+		if before, err = r.readCount(ctx); err != nil {
+			return nil, fmt.Errorf("%w: before the storm: %v", ErrCount, err)
 		}
-		keys[i] = k
 	}
 
 	start := time.Now()
 	stopProgress := r.startProgress(start)
 	r.storm(ctx, keys)
 	elapsed := time.Since(start)
+	interrupted := ctx.Err() != nil && r.completed.Load() < int64(cfg.Keys*cfg.Dups)
+	var probeElapsed time.Duration
+	if !cfg.NoProbe && !interrupted {
+		r.probing.Store(true)
+		probeStart := time.Now()
+		r.probe(ctx, keys)
+		probeElapsed = time.Since(probeStart)
+		interrupted = ctx.Err() != nil
+	}
 	stopProgress()
 
 	rep := r.report(keys, elapsed)
-	if err := ctx.Err(); err != nil && r.completed.Load() < int64(cfg.Keys*cfg.Dups) {
+	rep.Probe.Elapsed = probeElapsed
+	if cfg.CountURL != "" {
+		rep.Count = &Count{URL: cfg.CountURL, Field: cfg.CountField, Before: before}
+		if !interrupted {
+			rep.Count.After, err = r.readCount(ctx)
+			rep.Count.Read = err == nil
+			if err != nil {
+				rep.Count.Error = err.Error()
+			}
+		}
+	}
+	if interrupted {
 		rep.Interrupted = true
-		return rep, err
+		return rep, ctx.Err()
 	}
 	return rep, nil
+}
+
+// keys generates the storm's keys and what each sends.
+func (r *runner) keys() ([]*keyRun, error) {
+	cfg := r.cfg
+	base := cfg.Header.Clone()
+	if base == nil {
+		base = http.Header{}
+	}
+	if base.Get("User-Agent") == "" {
+		base.Set("User-Agent", "idemkey-storm")
+	}
+	keys := make([]*keyRun, cfg.Keys)
+	for i := range keys {
+		k := &keyRun{key: cfg.KeyPrefix + newKey(), gate: make(chan struct{})}
+		k.body = cfg.Body
+		if cfg.BodyFor != nil {
+			k.body = cfg.BodyFor(k.key, i)
+		}
+		h := base
+		if cfg.HeaderFor != nil {
+			extra := cfg.HeaderFor(k.key, i)
+			if err := checkHeader(extra); err != nil {
+				return nil, fmt.Errorf("%w: headers of key %d: %v", ErrInvalidConfig, i, err)
+			}
+			h = base.Clone()
+			for name, values := range extra {
+				h[http.CanonicalHeaderKey(name)] = values
+			}
+		}
+		if len(k.body) > 0 && h.Get("Content-Type") == "" {
+			h = h.Clone()
+			h.Set("Content-Type", "application/json")
+		}
+		k.host = h.Get("Host")
+		k.header = h.Clone()
+		k.header.Del("Host")
+		k.header.Set(cfg.KeyHeader, k.key)
+		keys[i] = k
+	}
+	return keys, nil
+}
+
+// newClient returns a client on tr that does not follow redirects.
+func newClient(tr http.RoundTripper) *http.Client {
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
 }
 
 // newTransport returns a keep-alive transport sized for n workers.
@@ -148,23 +220,19 @@ func newKey() string {
 	return string(s[:])
 }
 
-type job struct {
-	k *keyRun
-}
-
 // storm feeds the (key, duplicate) pairs to the workers and waits for them.
 func (r *runner) storm(ctx context.Context, keys []*keyRun) {
 	dups := r.cfg.Dups
 	// Gating is only safe when all duplicates of a key can be held by
 	// workers at the same time.
 	gated := dups > 1 && dups <= r.cfg.Concurrency
-	jobs := make(chan job) // unbuffered: keeps the key-major order strict
+	jobs := make(chan *keyRun) // unbuffered: keeps the key-major order strict
 	go func() {
 		defer close(jobs)
 		for _, k := range keys {
 			for range dups {
 				select {
-				case jobs <- job{k: k}:
+				case jobs <- k:
 				case <-ctx.Done():
 					return
 				}
@@ -174,21 +242,21 @@ func (r *runner) storm(ctx context.Context, keys []*keyRun) {
 	var wg sync.WaitGroup
 	for range r.cfg.Concurrency {
 		wg.Go(func() {
-			for j := range jobs {
+			for k := range jobs {
 				if ctx.Err() != nil {
 					continue // drain
 				}
 				if gated {
-					if j.k.arrived.Add(1) == int64(dups) {
-						close(j.k.gate)
+					if k.arrived.Add(1) == int64(dups) {
+						close(k.gate)
 					}
 					select {
-					case <-j.k.gate:
+					case <-k.gate:
 					case <-ctx.Done():
 						continue
 					}
 				}
-				if r.request(ctx, j.k) {
+				if r.request(ctx, k, false) {
 					r.completed.Add(1)
 				}
 			}
@@ -197,83 +265,144 @@ func (r *runner) storm(ctx context.Context, keys []*keyRun) {
 	wg.Wait()
 }
 
-// request performs one logical request for k, retrying 409s when
-// configured. It reports whether it ran to completion.
-func (r *runner) request(ctx context.Context, k *keyRun) bool {
-	for retry := 0; ; retry++ {
-		a, ok := r.send(ctx, k)
+// probe sends one more duplicate for every key that has passed so far, now
+// that the storm is over, from a client that does not reuse the storm's
+// connections. A key that failed or got no final answer is not probed: the
+// probe could not change its class, and a broken server would only run it
+// once more.
+func (r *runner) probe(ctx context.Context, keys []*keyRun) {
+	jobs := make(chan *keyRun)
+	go func() {
+		defer close(jobs)
+		for _, k := range keys {
+			k.mu.Lock()
+			passed := classifyKey(k.key, k.attempts, nil).class == classPassed
+			k.mu.Unlock()
+			if !passed {
+				continue
+			}
+			select {
+			case jobs <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range r.cfg.Concurrency {
+		wg.Go(func() {
+			for k := range jobs {
+				if ctx.Err() == nil {
+					r.request(ctx, k, true)
+					r.probed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// request performs one logical request for k and, with Config.Retry, asks
+// again while the answer is not final (see retry.go), within
+// Config.Timeout. It reports whether it ran to completion, i.e. ctx was not
+// cancelled.
+func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
+	deadline := time.Now().Add(r.cfg.Timeout)
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for n := 0; ; n++ {
+		a, ok := r.send(ctx, rctx, k, probe)
 		if !ok {
 			return false
 		}
-		k.record(a)
-		r.attempts.Add(1)
-		if !r.cfg.Retry409 || a.err != nil || a.status != http.StatusConflict || a.replay || retry >= r.cfg.MaxRetries {
+		k.record(a, probe)
+		if !probe {
+			r.attempts.Add(1)
+		}
+		if !r.cfg.Retry || !retryable(a.status, a.replay, a.err) || n >= r.cfg.MaxRetries {
 			return true
 		}
-		t := time.NewTimer(retryAfter(a.retryAfter, time.Now()))
+		wait := retryDelay(a.retryAfter, n, time.Now())
+		if time.Until(deadline) <= wait {
+			return true // no time left for another attempt
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return false
 		}
-		r.retries.Add(1)
+		if probe {
+			r.probeRetries.Add(1)
+		} else {
+			r.retries.Add(1)
+		}
 	}
 }
 
-// send sends one HTTP request for k. ok is false when ctx was cancelled,
-// in which case the attempt is not recorded.
-func (r *runner) send(ctx context.Context, k *keyRun) (a attempt, ok bool) {
-	actx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-	defer cancel()
+// send sends one HTTP request for k, bounded by rctx. ok is false when ctx
+// (the storm's) was cancelled, in which case the attempt is not recorded.
+func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attempt, ok bool) {
 	var body io.Reader = http.NoBody
 	if len(k.body) > 0 {
 		body = bytes.NewReader(k.body)
 	}
-	req, err := http.NewRequestWithContext(actx, r.cfg.Method, r.target.String(), body)
+	req, err := http.NewRequestWithContext(rctx, r.cfg.Method, r.target.String(), body)
 	if err != nil {
 		return attempt{err: err}, true
 	}
-	req.Header = r.header.Clone()
-	req.Header.Set(headerIdempotencyKey, k.key)
-	if len(k.body) > 0 && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
+	req.Header = k.header.Clone()
+	if k.host != "" {
+		req.Host = k.host
 	}
-	if r.host != "" {
-		req.Host = r.host
+	client := r.client
+	if probe {
+		client = r.probeClient
 	}
 
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	start := time.Now()
-	resp, err := r.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return attempt{}, false
 		}
 		return attempt{err: err, latency: time.Since(start)}, true
 	}
+	a = attempt{
+		status:     resp.StatusCode,
+		replay:     strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true"),
+		retryAfter: resp.Header.Get("Retry-After"),
+	}
 	h := sha256.New()
 	snip := &prefixWriter{max: snippetLen}
-	n, err := io.Copy(io.MultiWriter(h, snip), resp.Body)
+	var problem *prefixWriter
+	w := io.MultiWriter(h, snip)
+	if a.replay && isProblem(resp.Header.Get("Content-Type")) {
+		problem = &prefixWriter{max: maxProblemBytes + 1}
+		w = io.MultiWriter(h, snip, problem)
+	}
+	a.size, err = io.Copy(w, resp.Body)
 	_ = resp.Body.Close()
-	lat := time.Since(start)
+	a.latency = time.Since(start)
 	if err != nil {
 		if ctx.Err() != nil {
 			return attempt{}, false
 		}
-		return attempt{err: fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), latency: lat}, true
-	}
-	a = attempt{
-		status:     resp.StatusCode,
-		replay:     strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true"),
-		size:       n,
-		snippet:    snip.buf,
-		latency:    lat,
-		retryAfter: resp.Header.Get("Retry-After"),
+		return attempt{err: fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), latency: a.latency}, true
 	}
 	h.Sum(a.sum[:0])
+	a.snippet = snip.buf
+	a.oversize = problem != nil && isTooLarge(problem.buf, a.status)
 	return a, true
+}
+
+// isProblem reports whether a Content-Type is application/problem+json.
+func isProblem(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/problem+json"
 }
 
 // prefixWriter keeps the first max bytes written to it.
@@ -287,46 +416,4 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 		w.buf = append(w.buf, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
-}
-
-// startProgress starts the progress line writer, if any, and returns the
-// function that stops it and clears the line.
-func (r *runner) startProgress(start time.Time) func() {
-	w := r.cfg.Progress
-	if w == nil {
-		return func() {}
-	}
-	total := r.cfg.Keys * r.cfg.Dups
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(progressInterval)
-		defer t.Stop()
-		width := 0
-		for {
-			select {
-			case <-done:
-				if width > 0 {
-					fmt.Fprintf(w, "\r%s\r", strings.Repeat(" ", width))
-				}
-				return
-			case now := <-t.C:
-				secs := now.Sub(start).Seconds()
-				n := r.attempts.Load()
-				line := fmt.Sprintf("storm: %d/%d requests done, %d in flight, %d retries, %.0f req/s, %.1fs",
-					r.completed.Load(), total, r.inFlight.Load(), r.retries.Load(), float64(n)/secs, secs)
-				pad := ""
-				if len(line) < width {
-					pad = strings.Repeat(" ", width-len(line))
-				}
-				width = max(width, len(line))
-				fmt.Fprintf(w, "\r%s%s", line, pad)
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
 }
