@@ -15,9 +15,10 @@ import (
 const usageText = `Usage: idemkey storm --url URL [flags]
 
 Sends --dups identical requests for each of --keys fresh idempotency keys,
-concurrently, so that the duplicates of every key overlap in time. Once every
-key has settled it sends one more per key on a fresh connection, the late
-probe (--no-probe skips it). Then it classifies every key:
+concurrently, so that the duplicates of every key overlap in time. When every
+request has ended, it sends one more duplicate on a fresh connection for each
+key that passed so far: the late probe (--no-probe skips it). Then it
+classifies every key:
 
   passed        at most one execution, every final answer identical (status
                 and body), and the probe got an identical replay
@@ -98,7 +99,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		method     = fs.String("method", http.MethodPost, "HTTP `method`")
 		body       = fs.String("body", "", "request body, e.g. a JSON document (Content-Type defaults to application/json); {n} and {key} are replaced")
 		file       = fs.String("body-file", "", "read the request body from `file`; {n} and {key} are replaced")
-		keyHeader  = fs.String("key-header", headerIdempotencyKey, "request header that carries the idempotency key")
+		keyHeader  = fs.String("key-header", headerIdempotencyKey, "the request `header` that carries the idempotency key")
 		keys       = fs.Int("keys", defaultKeys, "number of distinct idempotency keys")
 		dups       = fs.Int("dups", defaultDups, "identical requests per key")
 		conc       = fs.Int("concurrency", defaultConcurrency, "concurrent workers")
