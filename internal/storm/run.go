@@ -157,25 +157,23 @@ func (r *runner) keys() ([]*keyRun, error) {
 		if cfg.BodyFor != nil {
 			k.body = cfg.BodyFor(k.key, i)
 		}
-		h := base
+		h := base.Clone()
 		if cfg.HeaderFor != nil {
 			extra := cfg.HeaderFor(k.key, i)
 			if err := checkHeader(extra); err != nil {
 				return nil, fmt.Errorf("%w: headers of key %d: %v", ErrInvalidConfig, i, err)
 			}
-			h = base.Clone()
 			for name, values := range extra {
 				h[http.CanonicalHeaderKey(name)] = values
 			}
 		}
 		if len(k.body) > 0 && h.Get("Content-Type") == "" {
-			h = h.Clone()
 			h.Set("Content-Type", "application/json")
 		}
 		k.host = h.Get("Host")
-		k.header = h.Clone()
-		k.header.Del("Host")
-		k.header.Set(cfg.KeyHeader, k.key)
+		h.Del("Host")
+		h.Set(cfg.KeyHeader, k.key)
+		k.header = h
 		keys[i] = k
 	}
 	return keys, nil
