@@ -21,24 +21,14 @@ import (
 // that nothing was stored.
 func TestLockOnlyPassesWithoutProbe(t *testing.T) {
 	const keys, dups = 3, 4
-	arr := newArrivals(dups)
-	var mu sync.Mutex
-	running := map[string]bool{}
+	lock := newKeyLock(dups)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
-		_, all := arr.arrive(key)
-		mu.Lock()
-		if running[key] {
-			mu.Unlock()
+		if lock.enter(key) {
 			http.Error(w, "in progress", http.StatusConflict)
 			return
 		}
-		running[key] = true
-		mu.Unlock()
-		waitAll(all)
-		mu.Lock()
-		delete(running, key)
-		mu.Unlock()
+		lock.leave(key)
 		w.WriteHeader(http.StatusCreated)
 	}))
 	t.Cleanup(srv.Close)

@@ -234,7 +234,10 @@ func TestCorrectServerPasses(t *testing.T) {
 	require.Equal(t, 20, j.Probe.Sent)
 	require.Equal(t, 20, j.Probe.Identical)
 	require.Zero(t, j.Errors)
-	require.Equal(t, 20, j.StatusCounts["201"])
+	// Replays are 201 too: on a loaded machine a duplicate may arrive
+	// after the 20ms side effect and get its replay instead of 409.
+	require.Equal(t, j.Originals+j.Replays, j.StatusCounts["201"])
+	require.Equal(t, j.InProgress, j.StatusCounts["409"])
 	require.Empty(t, j.Failures)
 	require.Positive(t, j.LatencyMS["max"])
 	require.GreaterOrEqual(t, j.LatencyMS["max"], j.LatencyMS["p99"])

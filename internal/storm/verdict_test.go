@@ -62,6 +62,44 @@ func waitAll(ch <-chan struct{}) {
 	}
 }
 
+// keyLock is the per-key lock of the servers below: the first request for
+// a key holds it until all of the key's duplicates have arrived, so every
+// other duplicate finds it held.
+type keyLock struct {
+	arr     *arrivals
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+func newKeyLock(dups int) *keyLock {
+	return &keyLock{arr: newArrivals(dups), running: map[string]bool{}}
+}
+
+// enter reports whether another request holds key's lock. If not, the
+// caller holds it, once all the key's duplicates have arrived, and must
+// call leave.
+func (l *keyLock) enter(key string) (busy bool) {
+	l.mu.Lock()
+	busy = l.running[key]
+	if !busy {
+		l.running[key] = true
+	}
+	l.mu.Unlock()
+	// The arrival counts only after the lock was checked, so the holder
+	// cannot let go before every duplicate has found it held.
+	_, all := l.arr.arrive(key)
+	if !busy {
+		waitAll(all)
+	}
+	return busy
+}
+
+func (l *keyLock) leave(key string) {
+	l.mu.Lock()
+	delete(l.running, key)
+	l.mu.Unlock()
+}
+
 // A server without idempotency whose duplicates end in 500: every request
 // charges, then a unique constraint on the key fails for all but the first.
 func TestFalsePassChargesThenUniqueConstraint(t *testing.T) {
@@ -101,27 +139,17 @@ func TestFalsePassChargesThenUniqueConstraint(t *testing.T) {
 // nothing stored afterwards, so the next retry runs again.
 func TestFalsePassLockOnly(t *testing.T) {
 	const keys, dups = 4, 5
-	arr := newArrivals(dups)
+	lock := newKeyLock(dups)
 	var executions atomic.Int64
-	var mu sync.Mutex
-	running := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
-		_, all := arr.arrive(key)
-		mu.Lock()
-		if running[key] {
-			mu.Unlock()
+		if lock.enter(key) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "in progress", http.StatusConflict)
 			return
 		}
-		running[key] = true
-		mu.Unlock()
 		n := executions.Add(1)
-		waitAll(all) // hold the lock until every duplicate has seen it
-		mu.Lock()
-		delete(running, key)
-		mu.Unlock()
+		lock.leave(key) // and nothing stored
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":"pay_%d"}`, n)
 	}))
@@ -197,27 +225,15 @@ func TestFalseFailTryLaterStatuses(t *testing.T) {
 func newLimitedServer(t *testing.T, dups, status int) (*httptest.Server, *idempotentServer) {
 	t.Helper()
 	fake := &idempotentServer{entries: map[string]*entry{}}
-	arr := newArrivals(dups)
-	var mu sync.Mutex
-	running := map[string]bool{}
+	lock := newKeyLock(dups)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
-		_, all := arr.arrive(key)
-		mu.Lock()
-		if running[key] {
-			mu.Unlock()
+		if lock.enter(key) {
 			w.Header().Set("Retry-After", "0.01")
 			http.Error(w, "slow down", status)
 			return
 		}
-		running[key] = true
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			delete(running, key)
-			mu.Unlock()
-		}()
-		waitAll(all)
+		defer lock.leave(key)
 		fake.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
