@@ -17,10 +17,11 @@ import (
 )
 
 const demoAbout = `Starts an embedded Redis (miniredis) and the example payments API on a free
-loopback port, fires a retry storm at it (every key sent several times at
-once, each key its own payment), then reads the side effects back from
-Redis: payments created and provider charges must both equal the number of
-keys. No Redis needed.
+loopback port and fires a retry storm at it (every key sent several times at
+once, each key its own payment, with --retry, the late probe and the count
+check on the API's /v1/stats provider_charges). Then it reads the side
+effects back from Redis: payments created and provider charges must both
+equal the number of keys. No Redis needed.
 
 Exit status: 0 when every key ran exactly once, 1 if not, 2 on a usage error.
 `
@@ -86,7 +87,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_ = srv.Shutdown(sctx)
 	}()
 
-	url := fmt.Sprintf("http://%s/v1/payments", ln.Addr())
+	base := fmt.Sprintf("http://%s", ln.Addr())
+	url := base + "/v1/payments"
 	fmt.Fprintf(stdout, "idemkey demo: the payments API (examples/payments) on embedded Redis, at %s\n", url)
 	fmt.Fprintf(stdout, "retry storm: %d payments, each sent %d times at once under one Idempotency-Key; provider latency %s\n\n",
 		*keys, *dups, *latency)
@@ -98,9 +100,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Keys:        *keys,
 		Dups:        *dups,
 		Concurrency: *conc,
-		Retry409:    true,
+		Retry:       true,
 		Timeout:     30 * time.Second,
 		KeyPrefix:   "demo-",
+		// The API's own count of provider charges must grow by exactly
+		// one per key: the storm checks the side effect, not only the
+		// answers.
+		CountURL:   base + "/v1/stats",
+		CountField: "provider_charges",
 	})
 	if rep == nil {
 		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
@@ -130,11 +137,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  %-22s %d\n", "provider deduplicated", st.ProviderDeduplicated)
 
 	var problems []string
-	if !rep.Pass() {
-		problems = append(problems, "the storm failed")
-	}
-	if rep.KeysUnresolved > 0 {
-		problems = append(problems, fmt.Sprintf("%d keys got no final answer", rep.KeysUnresolved))
+	if v := rep.Verdict(); v != storm.VerdictPass {
+		problems = append(problems, "the storm's verdict is "+v)
 	}
 	if st.PaymentsCreated != want || st.ProviderCharges != want {
 		problems = append(problems, fmt.Sprintf("%d payments and %d charges for %d keys", st.PaymentsCreated, st.ProviderCharges, want))

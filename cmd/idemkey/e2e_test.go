@@ -35,7 +35,9 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, keys, count("payments created"))
 	require.Equal(t, keys, count("provider charges"))
 	require.Contains(t, r.stdout, "verdict: PASS")
-	require.Contains(t, r.stdout, "300 passed, 0 failed, 0 without a final response")
+	require.Contains(t, r.stdout, "300 passed, 0 failed, 0 inconclusive")
+	require.Regexp(t, `count +provider_charges: 0 before, 300 after: delta 300 = 300 keys passed`, r.stdout)
+	require.Contains(t, r.stdout, "late probe     300 keys probed: 300 identical replays")
 	require.Contains(t, r.stdout, "exactly once: PASS")
 }
 
@@ -51,14 +53,24 @@ func stats(t *testing.T, url string) payments.Stats {
 
 // stormReport is the part of "idemkey storm --json" the tests read.
 type stormReport struct {
-	Verdict    string      `json:"verdict"`
-	Requests   int         `json:"requests"`
-	Originals  int         `json:"originals"`
-	Replays    int         `json:"replays"`
-	InProgress int         `json:"in_progress"`
-	Errors     int         `json:"errors"`
-	KeysFailed int         `json:"keys_failed"`
-	Statuses   map[int]int `json:"status_counts"`
+	Verdict          string      `json:"verdict"`
+	Requests         int         `json:"requests"`
+	Originals        int         `json:"originals"`
+	Replays          int         `json:"replays"`
+	InProgress       int         `json:"in_progress"`
+	Errors           int         `json:"errors"`
+	KeysPassed       int         `json:"keys_passed"`
+	KeysFailed       int         `json:"keys_failed"`
+	KeysInconclusive int         `json:"keys_inconclusive"`
+	Statuses         map[int]int `json:"status_counts"`
+	Probe            struct {
+		Identical int `json:"identical"`
+	} `json:"probe"`
+	Count struct {
+		Before int64 `json:"before"`
+		After  int64 `json:"after"`
+		Delta  int64 `json:"delta"`
+	} `json:"count"`
 }
 
 func TestStormPassesAgainstServe(t *testing.T) {
@@ -70,9 +82,11 @@ func TestStormPassesAgainstServe(t *testing.T) {
 	}{
 		// Duplicates wait for the first attempt and get its replay (the
 		// storm retries a 409 should a wait run out on a loaded machine).
-		{"wait", nil, []string{"--retry-409"}, false},
+		{"wait", nil, []string{"--retry"}, false},
 		// Duplicates get 409 at once; the storm retries them.
-		{"409", []string{"--wait", "0s"}, []string{"--retry-409"}, true},
+		{"409", []string{"--wait", "0s"}, []string{"--retry"}, true},
+		// The same, with the flag's old name.
+		{"409 retry-409", []string{"--wait", "0s"}, []string{"--retry-409"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServe(t, append([]string{"--provider-latency", "10ms"}, tc.serve...)...)
@@ -81,7 +95,8 @@ func TestStormPassesAgainstServe(t *testing.T) {
 			const keys, dups = 24, 8
 			r := runBin(t, 120*time.Second, append([]string{"storm", "--url", s.url + "/v1/payments",
 				"-H", "Authorization: Bearer sk_test_storm", "--body", payment,
-				"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys * dups), "--json"}, tc.storm...)...)
+				"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys * dups),
+				"--count-url", s.url + "/v1/stats", "--count-field", "provider_charges", "--json"}, tc.storm...)...)
 			require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 			var rep stormReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
@@ -89,6 +104,10 @@ func TestStormPassesAgainstServe(t *testing.T) {
 			require.Equal(t, keys, rep.Originals)
 			require.Equal(t, keys*(dups-1), rep.Replays)
 			require.Zero(t, rep.Errors)
+			require.Equal(t, keys, rep.KeysPassed)
+			require.Equal(t, keys, rep.Probe.Identical)
+			require.Equal(t, int64(0), rep.Count.Before)
+			require.Equal(t, int64(keys), rep.Count.Delta)
 			if tc.conflicts {
 				require.Positive(t, rep.InProgress, "duplicates got 409 while the first attempt ran")
 			}

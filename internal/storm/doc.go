@@ -1,81 +1,134 @@
 // Package storm implements "idemkey storm", a retry-storm load tester for
-// HTTP APIs that claim to honour the Idempotency-Key header.
+// HTTP APIs that claim to honour idempotency keys.
 //
 // # What a storm does
 //
 // A storm generates Config.Keys fresh random keys (UUIDv4 format, from
 // crypto/rand, optionally prefixed with Config.KeyPrefix) and sends
 // Config.Dups identical requests for every key: same method, URL, headers
-// and body, and the header "Idempotency-Key: <key>". Config.Concurrency
-// workers take the (key, duplicate) pairs from a single queue in key-major
-// order, so the duplicates of one key are dispatched back to back. When
-// Dups <= Concurrency the duplicates of a key additionally wait at a
-// per-key gate until all of them have been picked up by a worker and are
-// then released together, so they are guaranteed to be in flight at the
-// same time: that overlap is the point of a storm. Every attempt has its own
-// timeout (Config.Timeout). Redirects are not followed.
+// and body, and the key in the header Config.KeyHeader ("Idempotency-Key"
+// by default). Config.Concurrency workers take the (key, duplicate) pairs
+// from a single queue in key-major order, so the duplicates of one key are
+// dispatched back to back. When Dups <= Concurrency the duplicates of a key
+// additionally wait at a per-key gate until all of them have been picked up
+// by a worker and are then released together, so they are guaranteed to be
+// in flight at the same time: that overlap is the point of a storm.
+// Config.Timeout bounds every request, its retries included. Redirects are
+// not followed.
 //
-// With Config.Retry409 a "409 Conflict" answer that is not a replay is
-// retried after the delay given by its Retry-After header (delta seconds,
-// fractions such as "0.25" allowed, or an HTTP date; 1s when the header is
-// absent or malformed; capped at 30s per wait) until a non-409 answer
-// arrives or Config.MaxRetries retries (default 100) have been made, so a
-// storm always ends.
+// Different keys may send different requests: Config.BodyFor and
+// Config.HeaderFor give each key its own body and headers. The command's
+// placeholders build them: in -H values and in the body, "{n}" is replaced
+// by the key's index (0 to keys-1) and "{key}" by the key itself, the same
+// for every duplicate of a key; -H 'X-User: user-{n}' makes every key a
+// different caller, to storm an API that scopes keys by caller.
 //
-// # Classifying responses
+// # Classifying answers
 //
-// Every attempt of a key falls into exactly one class, checked in this
-// order:
+// Every attempt falls into exactly one class, checked in this order:
 //
-//   - error: the request failed at the transport level (connection refused,
-//     timeout, reset, truncated body). It has no status.
-//   - replay: an HTTP response carrying "Idempotent-Replayed: true"
-//     (case-insensitive value), whatever its status, 409 included.
-//   - in progress: a 409 response without the replay header; the server
-//     says the first request for the key is still running. It is neither an
-//     execution nor a final answer.
-//   - server error: a 5xx response without the replay header. A correct
-//     idempotent server does not store 5xx outcomes and releases the key, so
-//     a later duplicate may legitimately execute again. Server errors are
-//     therefore not counted as executions and are excluded from the
-//     comparison below. Report.Errors counts transport and server errors.
-//   - original: any other response (1xx–4xx except 409) without the replay
-//     header, i.e. a response produced by actually executing the request.
+//   - transport error: no complete HTTP response (connection refused,
+//     timeout, reset, truncated body).
+//   - replay: a response carrying "Idempotent-Replayed: true"
+//     (case-insensitive value), whatever its status.
+//   - in progress: 409 without the replay header; the first request for
+//     the key is still running.
+//   - retry later: 408, 425, 429 or 503 without the replay header; the
+//     server did not run the request, or ran it and released the key
+//     (idemkey's middleware stores none of these statuses).
+//   - original: any other response without the replay header, 5xx
+//     included. It is an execution: the server ran the request. A correct
+//     server answers a 5xx only when its handler failed, and then releases
+//     the key, so a key with a 201 and a 500 has run twice.
 //
-// The "final" responses of a key are its originals and its replays.
+// Transport errors, in-progress and retry-later answers are not final;
+// originals and replays are the final answers.
 //
-// # Verdict
+// A replay whose body is an application/problem+json document whose "type"
+// ends in "response-too-large" and whose "status" is the response's status
+// is idemkey's stand-in for an original body over MaxResponseBytes: it
+// counts as identical to the final answers of the same status
+// (Report.OversizeReplays counts them).
 //
-// A key PASSES when both hold:
+// # The late probe
 //
-//  1. it has at most one original; more than one means the side effect ran
-//     more than once ("executed N times");
-//  2. all its final responses are identical: same status code and
-//     byte-equal body (compared through SHA-256); otherwise it is
-//     "divergent".
+// When every request of the storm has ended, one more duplicate is sent for
+// every key that has passed so far (see below), from a client that opens a
+// fresh connection for each request (when Config.Client is nil; a given
+// Client serves the probe as it is). It must be a replay identical in
+// status and body to the key's final answer. A server that holds a lock
+// while the first request runs and stores nothing passes the storm itself,
+// its duplicates all getting 409, and fails here, because the probe runs
+// again. Keys that already failed or got no final answer are not probed:
+// the probe could not change their class. Config.NoProbe (--no-probe)
+// skips it.
 //
-// Headers other than Idempotent-Replayed are not compared. A key with no
-// final response at all (only 409s or errors) passes; it is counted in
-// Report.KeysUnresolved. Note that a server that answers a first execution
-// with a 4xx and does not store it will fail rule 1, because every duplicate
-// then executes again; the per-key status counts in the failure make that
-// visible.
+// # Classifying keys
 //
-// The storm passes (Report.Pass) when no key failed, at least one HTTP
-// response was received, and the run was not interrupted.
+// A key FAILS when any of these holds:
 //
-// # Exit codes
+//  1. it was executed more than once: more than one original, the probe's
+//     included ("executed N times (...)");
+//  2. its final answers in the storm are not all identical: same status
+//     and byte-equal body, compared through SHA-256 ("divergent: ...");
+//  3. the late probe was answered without the replay header ("late probe
+//     ran it again") or replayed another status or body than the key's
+//     final answer (its most frequent one).
 //
-// Command, the CLI entry point, returns:
+// Otherwise a key is INCONCLUSIVE when it got no final answer at all (only
+// 409, 408, 425, 429, 503 or transport errors, or it was never sent because
+// the storm was interrupted), or when the late probe got no final answer.
+// Otherwise it PASSED. Headers other than Idempotent-Replayed are not
+// compared. A server that answers a first execution with a 4xx it does not
+// store fails rule 1, because every duplicate then executes again; the
+// statuses listed with the key make that visible.
 //
-//   - 0 when the storm passed;
-//   - 1 when at least one key failed the verdict (a definite violation wins
-//     over everything else, even in an interrupted run);
-//   - 2 on usage errors (bad flags, invalid URL, both --body and
-//     --body-file), when not a single HTTP response was received (for
-//     example every request hit "connection refused"), or when the run was
-//     interrupted before it completed without any key failing.
+// # Retries
 //
-// Transport errors on some requests do not change the exit code on their
-// own; they are reported in the error counts.
+// With Config.Retry (--retry, or its old name --retry-409) an answer that is
+// not final is asked again with the same key: 408, 409, 425, 429 and 503
+// without the replay header, and transport errors. The wait is the answer's
+// Retry-After (delta seconds, fractions such as "0.25" allowed, or an HTTP
+// date), at most 30s; without a usable one it is 100ms, doubling with every
+// retry, at most 2s. A request stops at its first final answer, when its
+// Config.Timeout would run out before the next attempt, or after
+// Config.MaxRetries retries (100 by default, so a server answering
+// "Retry-After: 0" cannot spin a worker). The probe retries the same way.
+// The policy is retryable and retryDelay in retry.go, and nothing else.
+//
+// # Side-effect count
+//
+// With Config.CountURL and Config.CountField (--count-url, --count-field),
+// the storm reads a number from a JSON endpoint with GET before the storm
+// and after the probe: the member CountField (dots reach into nested
+// objects) of the object served, which must be an integer, e.g. the
+// "provider_charges" of the /v1/stats of "idemkey serve". Those requests
+// carry none of the storm's headers. The count must grow by exactly the
+// number of keys that passed. This catches a server that runs every
+// duplicate and still replays perfectly. A count that cannot be read
+// before the storm stops it before anything is sent (Run returns an error
+// wrapping ErrCount).
+//
+// # Verdict and exit codes
+//
+// The verdict (Report.Verdict) is
+//
+//   - "fail" when a key failed, or the count was read after the storm and
+//     grew by another number than the keys that passed;
+//   - otherwise "inconclusive" when a key is inconclusive, the storm was
+//     interrupted, not a single HTTP response arrived, or the count could
+//     not be read after the storm;
+//   - otherwise "pass": every key passed.
+//
+// Command, the CLI entry point, returns 0 for pass; 1 for fail or
+// inconclusive; 2 for usage errors (bad flags, an invalid URL, both --body
+// and --body-file, a --count-url that cannot be read before the storm) and
+// when not a single HTTP response was received (every request refused, for
+// example).
+//
+// --json prints the report as one JSON object: "verdict" is "pass", "fail"
+// or "inconclusive"; "keys_passed", "keys_failed" and "keys_inconclusive"
+// count the classes; "failures" and "inconclusive" list up to ten keys of
+// each class with the statuses each got; "probe" and "count" hold the
+// probe's and the count check's figures.
 package storm

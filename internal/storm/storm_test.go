@@ -3,6 +3,7 @@ package storm
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -142,31 +143,56 @@ func closedURL(t *testing.T) string {
 // ---- helpers ------------------------------------------------------------
 
 type jsonOut struct {
-	Verdict         string             `json:"verdict"`
-	Requests        int                `json:"requests"`
-	Responses       int                `json:"responses"`
-	Retries         int                `json:"retries"`
-	ElapsedMS       float64            `json:"elapsed_ms"`
-	ThroughputRPS   float64            `json:"throughput_rps"`
-	LatencyMS       map[string]float64 `json:"latency_ms"`
-	StatusCounts    map[string]int     `json:"status_counts"`
-	Originals       int                `json:"originals"`
-	Replays         int                `json:"replays"`
-	InProgress      int                `json:"in_progress"`
-	Errors          int                `json:"errors"`
-	TransportErrors int                `json:"transport_errors"`
-	ServerErrors    int                `json:"server_errors"`
-	Keys            int                `json:"keys"`
-	KeysPassed      int                `json:"keys_passed"`
-	KeysFailed      int                `json:"keys_failed"`
-	KeysUnresolved  int                `json:"keys_unresolved"`
-	Failures        []struct {
-		Key       string         `json:"key"`
-		Reason    string         `json:"reason"`
-		Originals int            `json:"originals"`
-		Statuses  map[string]int `json:"statuses"`
-	} `json:"failures"`
-	Error string `json:"error"`
+	Verdict          string             `json:"verdict"`
+	Requests         int                `json:"requests"`
+	Responses        int                `json:"responses"`
+	Retries          int                `json:"retries"`
+	ElapsedMS        float64            `json:"elapsed_ms"`
+	ThroughputRPS    float64            `json:"throughput_rps"`
+	LatencyMS        map[string]float64 `json:"latency_ms"`
+	StatusCounts     map[string]int     `json:"status_counts"`
+	Originals        int                `json:"originals"`
+	Replays          int                `json:"replays"`
+	InProgress       int                `json:"in_progress"`
+	Errors           int                `json:"errors"`
+	TransportErrors  int                `json:"transport_errors"`
+	ServerErrors     int                `json:"server_errors"`
+	Keys             int                `json:"keys"`
+	KeysPassed       int                `json:"keys_passed"`
+	KeysFailed       int                `json:"keys_failed"`
+	RetryLater       int                `json:"retry_later"`
+	OversizeReplays  int                `json:"oversize_replays"`
+	KeysInconclusive int                `json:"keys_inconclusive"`
+	Probe            struct {
+		Enabled   bool `json:"enabled"`
+		Sent      int  `json:"sent"`
+		Identical int  `json:"identical"`
+		Executed  int  `json:"executed"`
+		Divergent int  `json:"divergent"`
+		NotFinal  int  `json:"not_final"`
+	} `json:"probe"`
+	Count *struct {
+		Field  string `json:"field"`
+		Before int64  `json:"before"`
+		After  *int64 `json:"after"`
+		Delta  *int64 `json:"delta"`
+		Want   int    `json:"want"`
+		Error  string `json:"error"`
+	} `json:"count"`
+	Failures     []jsonKey `json:"failures"`
+	Inconclusive []jsonKey `json:"inconclusive"`
+	Error        string    `json:"error"`
+}
+
+type jsonKey struct {
+	Key        string         `json:"key"`
+	Reason     string         `json:"reason"`
+	Originals  int            `json:"originals"`
+	Replays    int            `json:"replays"`
+	InProgress int            `json:"in_progress"`
+	RetryLater int            `json:"retry_later"`
+	Statuses   map[string]int `json:"statuses"`
+	Probe      string         `json:"probe"`
 }
 
 func runCommand(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -203,8 +229,15 @@ func TestCorrectServerPasses(t *testing.T) {
 	require.Equal(t, 160, j.Originals+j.Replays+j.InProgress)
 	require.Equal(t, 20, j.KeysPassed)
 	require.Zero(t, j.KeysFailed)
+	require.Zero(t, j.KeysInconclusive)
+	require.True(t, j.Probe.Enabled)
+	require.Equal(t, 20, j.Probe.Sent)
+	require.Equal(t, 20, j.Probe.Identical)
 	require.Zero(t, j.Errors)
-	require.Equal(t, 20, j.StatusCounts["201"])
+	// Replays are 201 too: on a loaded machine a duplicate may arrive
+	// after the 20ms side effect and get its replay instead of 409.
+	require.Equal(t, j.Originals+j.Replays, j.StatusCounts["201"])
+	require.Equal(t, j.InProgress, j.StatusCounts["409"])
 	require.Empty(t, j.Failures)
 	require.Positive(t, j.LatencyMS["max"])
 	require.GreaterOrEqual(t, j.LatencyMS["max"], j.LatencyMS["p99"])
@@ -222,7 +255,7 @@ func TestCorrectServerRetry409GetsFinalAnswers(t *testing.T) {
 	require.Equal(t, 10, fake.Executions())
 	// Every logical request ended with a final answer.
 	require.Equal(t, 60, j.Originals+j.Replays)
-	require.Zero(t, j.KeysUnresolved)
+	require.Zero(t, j.KeysInconclusive)
 	require.Equal(t, j.InProgress, j.Retries, "every 409 was retried")
 	require.Equal(t, 60+j.Retries, j.Requests)
 	require.Zero(t, j.StatusCounts["409"]-j.InProgress)
@@ -235,7 +268,8 @@ func TestCorrectServerTextReport(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "verdict: PASS")
 	require.Contains(t, stdout, "originals      50\n")
-	require.Contains(t, stdout, "50 passed, 0 failed")
+	require.Contains(t, stdout, "50 passed, 0 failed, 0 inconclusive")
+	require.Contains(t, stdout, "late probe     50 keys probed: 50 identical replays")
 	t.Logf("text report:\n%s", stdout)
 }
 
@@ -290,6 +324,11 @@ func TestUsageErrors(t *testing.T) {
 		"header bad name":      {"--url", u, "-H", "X Tenant: acme"},
 		"header empty name":    {"--url", u, "-H", ": acme"},
 		"header key override":  {"--url", u, "-H", "idempotency-key: mine"},
+		"header key override2": {"--url", u, "--key-header", "X-Request-Key", "-H", "x-request-key: mine"},
+		"bad key header":       {"--url", u, "--key-header", "X Key"},
+		"count url alone":      {"--url", u, "--count-url", u},
+		"count field alone":    {"--url", u, "--count-field", "n"},
+		"bad count url":        {"--url", u, "--count-url", "stats", "--count-field", "n"},
 		"bad scheme":           {"--url", "ftp://example.com/x"},
 		"no scheme":            {"--url", "localhost:8080/x"},
 		"no host":              {"--url", "http:///x"},
@@ -317,7 +356,7 @@ func TestUsageErrors(t *testing.T) {
 	require.Empty(t, stdout)
 	require.Contains(t, stderr, "Usage: idemkey storm --url URL")
 	for _, name := range []string{"-url", "-method", "-body", "-body-file", "-H", "-keys", "-dups",
-		"-concurrency", "-timeout", "-retry-409", "-json"} {
+		"-concurrency", "-timeout", "-retry", "-retry-409", "-no-probe", "-key-header", "-count-url", "-count-field", "-json"} {
 		require.Regexp(t, `(?m)^  `+regexp.QuoteMeta(name)+`( |$)`, stderr)
 	}
 }
@@ -326,7 +365,8 @@ func TestConnectionRefused(t *testing.T) {
 	u := closedURL(t)
 	code, j, stderr := runJSON(t, "--url", u, "--keys", "3", "--dups", "2", "--timeout", "5s")
 	require.Equal(t, 2, code)
-	require.Equal(t, "fail", j.Verdict)
+	require.Equal(t, "inconclusive", j.Verdict)
+	require.Equal(t, 3, j.KeysInconclusive)
 	require.Equal(t, 6, j.Requests)
 	require.Equal(t, 6, j.TransportErrors)
 	require.Zero(t, j.Responses)
@@ -336,7 +376,7 @@ func TestConnectionRefused(t *testing.T) {
 
 	code, stdout, _ := runCommand(t, "--url", u, "--keys", "1", "--dups", "1")
 	require.Equal(t, 2, code)
-	require.Contains(t, stdout, "verdict: FAIL (inconclusive: no HTTP response")
+	require.Contains(t, stdout, "verdict: INCONCLUSIVE (no HTTP response")
 }
 
 func TestHeadersAndBodyArrive(t *testing.T) {
@@ -372,7 +412,7 @@ func TestHeadersAndBodyArrive(t *testing.T) {
 		t.Helper()
 		mu.Lock()
 		defer mu.Unlock()
-		require.Len(t, got, 6)
+		require.Len(t, got, 7, "6 duplicates and the late probe")
 		perKey := map[string]int{}
 		for _, s := range got {
 			require.Equal(t, method, s.method)
@@ -384,7 +424,7 @@ func TestHeadersAndBodyArrive(t *testing.T) {
 			require.Equal(t, body, s.body)
 			perKey[s.key]++
 		}
-		require.Equal(t, map[string]int{got[0].key: 6}, perKey)
+		require.Equal(t, map[string]int{got[0].key: 7}, perKey)
 		got = nil
 	}
 
@@ -452,7 +492,7 @@ func TestDuplicatesOverlap(t *testing.T) {
 	require.Equal(t, keys, rep.Originals)
 }
 
-func TestServerErrorsAreNotExecutions(t *testing.T) {
+func TestServiceUnavailableIsNotAnExecution(t *testing.T) {
 	// The first request of each key fails with 503 and releases the key; the
 	// next one executes and is stored; the rest are replays.
 	var mu sync.Mutex
@@ -483,8 +523,10 @@ func TestServerErrorsAreNotExecutions(t *testing.T) {
 	require.Equal(t, 0, rep.ExitCode())
 	require.Equal(t, 6, rep.Originals)
 	require.Equal(t, 12, rep.Replays)
-	require.Equal(t, 6, rep.ServerErrors)
-	require.Equal(t, 6, rep.Errors)
+	require.Equal(t, 6, rep.RetryLater)
+	require.Zero(t, rep.ServerErrors)
+	require.Zero(t, rep.Errors)
+	require.Equal(t, 6, rep.Probe.Identical)
 	require.Equal(t, map[int]int{503: 6, 201: 18}, rep.StatusCounts)
 }
 
@@ -524,7 +566,8 @@ func TestRunBodyForAndKeyPrefix(t *testing.T) {
 	for i, key := range calls {
 		require.True(t, strings.HasPrefix(key, "demo-"))
 		require.Regexp(t, uuidRE, strings.TrimPrefix(key, "demo-"))
-		require.Equal(t, map[string]int{fmt.Sprintf(`{"payment":%d,"key":%q}`, i, key): 3}, bodies[key])
+		// 3 duplicates and the late probe
+		require.Equal(t, map[string]int{fmt.Sprintf(`{"payment":%d,"key":%q}`, i, key): 4}, bodies[key])
 	}
 }
 
@@ -637,57 +680,125 @@ func TestIsTerminal(t *testing.T) {
 	require.False(t, isTerminal(f))
 }
 
-func TestRetryAfter(t *testing.T) {
+func TestRetryDelay(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cases := map[string]time.Duration{
-		"":                              time.Second,
 		"0":                             0,
 		"2":                             2 * time.Second,
 		" 0.25 ":                        250 * time.Millisecond,
-		"-1":                            time.Second,
-		"NaN":                           time.Second,
-		"soon":                          time.Second,
 		"3600":                          30 * time.Second,
 		"+Inf":                          30 * time.Second,
 		"Fri, 02 Jan 2026 03:04:08 GMT": 3 * time.Second,
 		"Fri, 02 Jan 2026 03:04:00 GMT": 0,
+		"Sat, 03 Jan 2026 03:04:05 GMT": 30 * time.Second,
 	}
 	for in, want := range cases {
-		require.Equal(t, want, retryAfter(in, now), "Retry-After %q", in)
+		require.Equal(t, want, retryDelay(in, 5, now), "Retry-After %q", in)
+	}
+	// Without a usable Retry-After: 100ms, doubling, at most 2s.
+	for _, in := range []string{"", "-1", "NaN", "soon"} {
+		for n, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
+			800 * time.Millisecond, 1600 * time.Millisecond, 2 * time.Second, 2 * time.Second} {
+			require.Equal(t, want, retryDelay(in, n, now), "Retry-After %q, retry %d", in, n)
+		}
+		require.Equal(t, 2*time.Second, retryDelay(in, 1000, now))
 	}
 }
 
+func TestRetryable(t *testing.T) {
+	for _, status := range []int{408, 409, 425, 429, 503} {
+		require.True(t, retryable(status, false, nil), "%d", status)
+		require.False(t, retryable(status, true, nil), "a replayed %d is final", status)
+	}
+	for _, status := range []int{200, 201, 400, 404, 422, 500, 502, 504} {
+		require.False(t, retryable(status, false, nil), "%d", status)
+	}
+	require.True(t, retryable(0, false, io.ErrUnexpectedEOF))
+}
+
 func TestClassifyKey(t *testing.T) {
-	ok := attempt{status: 201, snippet: []byte("a"), size: 1}
-	ok.sum[0] = 1
-	other := attempt{status: 201, snippet: []byte("b"), size: 1}
-	other.sum[0] = 2
-	replay := ok
-	replay.replay = true
-	conflictReplay := attempt{status: 409, replay: true}
-	inProgress := attempt{status: 409}
-	server := attempt{status: 500}
+	mk := func(status int, body string, replay bool) attempt {
+		a := attempt{status: status, replay: replay, snippet: []byte(body), size: int64(len(body))}
+		a.sum = sha256.Sum256([]byte(body))
+		return a
+	}
+	ok := mk(201, "a", false)
+	other := mk(201, "b", false)
+	replay := mk(201, "a", true)
+	otherReplay := mk(201, "b", true)
+	oversize := mk(201, "problem", true)
+	oversize.oversize = true
+	conflictReplay := mk(409, "", true)
+	inProgress := mk(409, "", false)
+	tooMany := mk(429, "", false)
+	unavailable := mk(503, "", false)
+	server := mk(500, "boom", false)
 	transport := attempt{err: io.ErrUnexpectedEOF}
 
-	kc := classifyKey("k", []attempt{ok, replay, inProgress, server, transport, replay})
-	require.Empty(t, kc.failure.Reason)
-	require.Equal(t, 1, kc.failure.Originals)
-	require.Equal(t, 2, kc.failure.Replays)
-	require.Equal(t, 1, kc.failure.InProgress)
-	require.Equal(t, 2, kc.failure.Errors)
-	require.Equal(t, 3, kc.finals)
-	require.Equal(t, map[int]int{201: 3, 409: 1, 500: 1}, kc.failure.Statuses)
+	for _, tc := range []struct {
+		name     string
+		attempts []attempt
+		probe    []attempt
+		class    string
+		reason   string
+	}{
+		{"one original, replays", []attempt{ok, replay, inProgress, tooMany, unavailable, transport, replay}, []attempt{replay}, classPassed, ""},
+		{"only replays", []attempt{replay, replay}, []attempt{replay}, classPassed, ""},
+		{"not probed", []attempt{ok, replay}, nil, classPassed, ""},
+		{"probe retried to a replay", []attempt{ok}, []attempt{unavailable, replay}, classPassed, ""},
+		{"oversize replays", []attempt{ok, oversize, oversize}, []attempt{oversize}, classPassed, ""},
+		{"oversize replays alone", []attempt{oversize, oversize}, []attempt{oversize}, classPassed, ""},
+		{"oversize of another status", []attempt{mk(200, "a", false), oversize}, nil, classFailed, "divergent: 2 distinct final responses"},
+		{"nothing final", []attempt{inProgress, tooMany, unavailable, transport}, nil, classInconclusive, "no final answer"},
+		{"not sent", nil, nil, classInconclusive, "not sent"},
+		{"probe not final", []attempt{ok}, []attempt{unavailable}, classInconclusive, "late probe got no final answer: 503 not replayed, not final"},
+		{"probe transport error", []attempt{ok}, []attempt{transport}, classInconclusive, "late probe got no final answer: transport error"},
+		{"two executions", []attempt{ok, other, ok}, nil, classFailed,
+			`executed 3 times (201 x3 without Idempotent-Replayed: true); divergent: 2 distinct final responses: 201 "a" x2, 201 "b" x1`},
+		{"success and 500", []attempt{ok, server, replay}, nil, classFailed, "executed 2 times (201 x1, 500 x1 without Idempotent-Replayed: true)"},
+		{"two 500s", []attempt{server, server}, nil, classFailed, "executed 2 times (500 x2 without"},
+		{"409 replay differs", []attempt{ok, conflictReplay}, nil, classFailed, "divergent: 2 distinct final responses"},
+		{"probe executed", []attempt{ok, inProgress}, []attempt{ok}, classFailed,
+			"executed 2 times (201 x2 without Idempotent-Replayed: true), the late probe included"},
+		{"probe executed after replays only", []attempt{replay}, []attempt{ok}, classFailed,
+			"late probe ran it again: 201 without Idempotent-Replayed: true"},
+		{"probe replays another body", []attempt{ok, replay}, []attempt{otherReplay}, classFailed,
+			`late probe: the replay differs from the final answer: 201 "b", want 201 "a"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv := classifyKey("k", tc.attempts, tc.probe)
+			require.Equal(t, tc.class, kv.class, kv.failure.Reason)
+			if tc.reason == "" {
+				require.Empty(t, kv.failure.Reason)
+			} else {
+				require.Contains(t, kv.failure.Reason, tc.reason)
+			}
+		})
+	}
 
-	kc = classifyKey("k", []attempt{inProgress, transport, server})
-	require.Empty(t, kc.failure.Reason)
-	require.Zero(t, kc.finals)
+	kv := classifyKey("k", []attempt{ok, replay, inProgress, tooMany, server, transport, oversize}, []attempt{replay})
+	f := kv.failure
+	require.Equal(t, 2, f.Originals)
+	require.Equal(t, 2, f.Replays)
+	require.Equal(t, 1, f.InProgress)
+	require.Equal(t, 1, f.RetryLater)
+	require.Equal(t, 1, f.TransportErrors)
+	require.Equal(t, 1, kv.oversize)
+	require.Equal(t, 1, kv.server)
+	require.Equal(t, map[int]int{201: 3, 409: 1, 429: 1, 500: 1}, f.Statuses)
+	require.Equal(t, "201 replayed, identical", f.Probe)
+}
 
-	kc = classifyKey("k", []attempt{ok, conflictReplay})
-	require.Contains(t, kc.failure.Reason, "divergent: 2 distinct final responses")
-
-	kc = classifyKey("k", []attempt{ok, other, ok})
-	require.Equal(t, `executed 3 times (3 responses without Idempotent-Replayed: true); `+
-		`divergent: 2 distinct final responses: 201 "a" x2, 201 "b" x1`, kc.failure.Reason)
+func TestIsTooLarge(t *testing.T) {
+	p := func(typ string, status int) []byte {
+		return fmt.Appendf(nil, `{"type":%q,"title":"Response too large to replay","status":%d,"detail":"..."}`, typ, status)
+	}
+	require.True(t, isTooLarge(p("https://github.com/idemkey/idemkey/blob/main/docs/problems.md#response-too-large", 201), 201))
+	require.True(t, isTooLarge(p("urn:example:response-too-large", 200), 200))
+	require.False(t, isTooLarge(p("https://example.com/problems#response-too-large", 200), 201), "another status")
+	require.False(t, isTooLarge(p("https://example.com/problems#key-reused", 422), 422))
+	require.False(t, isTooLarge([]byte(`not json`), 200))
+	require.False(t, isTooLarge(append(p("x#response-too-large", 200), make([]byte, maxProblemBytes)...), 200))
 }
 
 func TestPercentiles(t *testing.T) {
