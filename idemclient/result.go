@@ -18,28 +18,28 @@ var ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 type Stop string
 
 const (
-	// StopFinal: the response is a final answer — a success, a redirect,
+	// StopFinal means the response is a final answer — a success, a redirect,
 	// a replay (Idempotent-Replayed: true, whatever its status), or a
 	// status that retrying cannot change (400, 422, other 4xx, 501, …).
 	StopFinal Stop = "final"
-	// StopPermanent: the attempt failed in a way a retry cannot fix: TLS
+	// StopPermanent means the attempt failed in a way a retry cannot fix: TLS
 	// certificate verification, an unsupported scheme, an unknown host, an
 	// invalid key, a request body that could not be read.
 	StopPermanent Stop = "permanent"
-	// StopUnsafe: the request has no key and a method that is not
+	// StopUnsafe means the request has no key and a method that is not
 	// idempotent by HTTP's definition, so it is never retried.
 	StopUnsafe Stop = "unsafe"
-	// StopBodyTooLarge: the request body had no GetBody and was larger
+	// StopBodyTooLarge means the request body had no GetBody and was larger
 	// than Options.MaxBodyBytes, so it cannot be sent again.
 	StopBodyTooLarge Stop = "body-too-large"
-	// StopAttempts: Options.MaxAttempts attempts were made.
+	// StopAttempts means Options.MaxAttempts attempts were made.
 	StopAttempts Stop = "max-attempts"
-	// StopBudget: the host's retry Budget had no token left.
+	// StopBudget means the host's retry Budget had no token left.
 	StopBudget Stop = "budget"
-	// StopDeadline: the wait before the next attempt would have ended at
+	// StopDeadline means the wait before the next attempt would have ended at
 	// or past the request context's deadline.
 	StopDeadline Stop = "deadline"
-	// StopCanceled: the request context was cancelled or its deadline
+	// StopCanceled means the request context was cancelled or its deadline
 	// passed during an attempt or a wait.
 	StopCanceled Stop = "canceled"
 )
@@ -94,8 +94,10 @@ func (r Result) Retries() int { return max(0, r.Attempts-1) }
 // context's error, or ErrInvalidKey). errors.Is and errors.As see the
 // cause through it.
 type Error struct {
+	// Result is what happened: the key, the attempts, why it stopped.
 	Result Result
-	Err    error
+	// Err is the cause.
+	Err error
 }
 
 // Error describes the failure with its attempts, key and stop reason.

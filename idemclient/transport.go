@@ -34,7 +34,8 @@ type Options struct {
 	// Methods are the methods whose requests get a key when they have
 	// none. Requests with a key are retried; so are requests of methods
 	// that HTTP defines as idempotent (GET, HEAD, OPTIONS, TRACE, PUT,
-	// DELETE). Default: POST and PATCH.
+	// DELETE). An empty, non-nil slice mints no keys. Default: POST and
+	// PATCH.
 	Methods []string
 
 	// KeyFormat is how a minted or pinned key is written into the header;
