@@ -23,6 +23,13 @@ check on the API's /v1/stats provider_charges). Then it reads the side
 effects back from Redis: payments created and provider charges must both
 equal the number of keys. No Redis needed.
 
+With --flaky it sends --keys payments through idemclient's retrying
+transport instead, one at a time per worker, against the API behind a
+flaky network: a share of answers (--drop) is lost after the payment is
+made and stored, and a share of attempts (--unavailable) gets 503 from the
+provider. Every payment must end with one 201 and one charge; the demo
+prints how many retries that took.
+
 Exit status: 0 when every key ran exactly once, 1 if not, 2 on a usage error.
 `
 
@@ -33,6 +40,10 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dups    = fs.Int("dups", 5, "identical requests per key, sent concurrently")
 		conc    = fs.Int("concurrency", 50, "concurrent requests")
 		latency = fs.Duration("provider-latency", 20*time.Millisecond, "time each call to the simulated provider takes")
+		flaky   = fs.Bool("flaky", false, "send payments through idemclient's transport against a flaky server instead of a storm")
+		drop    = fs.Float64("drop", 0.2, "with --flaky: the `share` of executions whose answer is lost after it is stored")
+		unavail = fs.Float64("unavailable", 0.1, "with --flaky: the `share` of attempts answered 503 by the provider")
+		seed    = fs.Uint64("seed", 1, "with --flaky: the seed of the faults")
 	)
 	if code, stop := parseFlags(fs, args); stop {
 		return code
@@ -46,6 +57,11 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "demo", "--keys must be at most 100000")
 	case *latency < 0:
 		return usageError(stderr, "demo", "--provider-latency must not be negative")
+	case *drop < 0 || *unavail < 0 || *drop+*unavail >= 1:
+		return usageError(stderr, "demo", "--drop and --unavailable must not be negative, and their sum below 1")
+	}
+	if *flaky {
+		return flakyDemo(ctx, flakyConfig{payments: *keys, concurrency: *conc, latency: *latency, drop: *drop, unavailable: *unavail, seed: *seed}, stdout, stderr)
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -39,6 +39,9 @@ instead of getting 409 at once (--wait 0 gives the plain 409 contract).
   provider-unavailable  the provider fails before charging: 503, key released
   crash-after-charge    the process exits at once (status 3) right after the
                         charged checkpoint; a retry after --lease resumes
+  drop-response         the payment is made and its outcome stored, then the
+                        connection is closed without an answer; a retry with
+                        the same key gets the stored answer
 
 Stops gracefully on SIGINT or SIGTERM. Exit status: 0 after a clean stop,
 1 if Redis or the listener fails, 2 on a usage error, 3 after a
@@ -114,7 +117,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "idempotency records under %q (lease %s, retention %s), demo data under %q; duplicates wait up to %s\n",
 		so.Prefix, so.Lease, so.Retention, "demo:", *wait)
 	if *faults {
-		fmt.Fprintf(stdout, "fault drills on: %s: %s | %s\n", payments.FaultHeader, payments.FaultProviderUnavailable, payments.FaultCrashAfterCharge)
+		fmt.Fprintf(stdout, "fault drills on: %s: %s | %s | %s\n", payments.FaultHeader, payments.FaultProviderUnavailable, payments.FaultCrashAfterCharge, payments.FaultDropResponse)
 		if *redisURL == "" {
 			fmt.Fprintln(stdout, "note: a crash drill takes the embedded Redis down with it; use --redis to resume after a restart")
 		}

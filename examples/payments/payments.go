@@ -32,6 +32,12 @@ const (
 	// FaultCrashAfterCharge calls Config.Crash right after the charged
 	// checkpoint, as if the process died between charging and answering.
 	FaultCrashAfterCharge = "crash-after-charge"
+	// FaultDropResponse lets the request run and its outcome be stored,
+	// then closes the connection instead of answering, so the client sees
+	// a transport error after the work is done: where real retries come
+	// from. Only an execution's answer is dropped; a retry with the same
+	// key gets the stored answer (replays, 409s and refusals are answered).
+	FaultDropResponse = "drop-response"
 )
 
 // RecoveryCharged is the recovery point the handler checkpoints once the
@@ -150,7 +156,7 @@ func New(cfg Config) (*API, error) {
 
 	r := gin.New()
 	r.Use(a.recoverer)
-	r.POST("/v1/payments", a.authenticate, a.checkFault, ginmw.New(cfg.Store, cfg.Idempotency), a.createPayment)
+	r.POST("/v1/payments", a.authenticate, a.checkFault, a.dropResponse, ginmw.New(cfg.Store, cfg.Idempotency), a.createPayment)
 	r.GET("/v1/payments/:id", a.authenticate, a.getPayment)
 	r.GET("/v1/stats", a.stats)
 	r.NoRoute(func(c *gin.Context) {
@@ -457,10 +463,10 @@ func callerScope(c *gin.Context) string { return c.GetString(scopeKey) }
 // that a typo is not stored as the key's outcome.
 func (a *API) checkFault(c *gin.Context) {
 	switch f := a.fault(c); f {
-	case "", FaultProviderUnavailable, FaultCrashAfterCharge:
+	case "", FaultProviderUnavailable, FaultCrashAfterCharge, FaultDropResponse:
 	default:
 		writeProblem(c, http.StatusBadRequest, "unknown_fault", "Unknown fault drill",
-			fmt.Sprintf("%s must be %s or %s, not %q.", FaultHeader, FaultProviderUnavailable, FaultCrashAfterCharge, f))
+			fmt.Sprintf("%s must be %s, %s or %s, not %q.", FaultHeader, FaultProviderUnavailable, FaultCrashAfterCharge, FaultDropResponse, f))
 		c.Abort()
 	}
 }
