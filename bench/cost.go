@@ -135,8 +135,8 @@ func (r *runner) inProgressCost(ctx context.Context, c *contender, n int) error 
 		}
 		held <- err
 	}()
-	// Wait until the held request owns the key: its lease exists.
-	lease := recordKeys(limitPrefix, limitScope, key)[1]
+	// Wait until the held request owns the key: its record exists.
+	lease := recordKeys(limitPrefix, limitScope, key)[0]
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n, err := r.admin.Exists(ctx, lease).Result()
@@ -226,7 +226,7 @@ func (r *runner) memory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		stored, err := r.admin.HStrLen(ctx, keys[0], "resp").Result()
+		stored, err := r.admin.StrLen(ctx, keys[0]).Result() // the whole record is one string
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,11 @@ const (
 )
 
 var (
-	limitLeaseMS     = strconv.FormatInt((10 * time.Second).Milliseconds(), 10)
+	limitThresholdMS = strconv.FormatInt((24*time.Hour - 10*time.Second).Milliseconds(), 10)
 	limitRetentionMS = strconv.FormatInt((24 * time.Hour).Milliseconds(), 10)
-	// limitFingerprint has the size of ours (a raw SHA-256) so that Redis
-	// stores and compares as many bytes; the limit computes none.
-	limitFingerprint = string(bytes.Repeat([]byte{0xab}, sha256.Size))
+	// limitFingerprint has the size of ours so that Redis stores and
+	// compares as many bytes; the limit computes none.
+	limitFingerprint = string(bytes.Repeat([]byte{0xab}, 16))
 )
 
 // recordKeys returns the record and lease key names for scope and key,
@@ -97,20 +98,25 @@ func (l *limit) handle(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	keys := recordKeys(limitPrefix, limitScope, key)
-	token := l.tokenBase + "." + strconv.FormatUint(l.tokens.Add(1), 36)
-	// The record's inspection fields, in one argument as redisstore packs them.
-	meta := limitScope + key + limitLabel + strconv.FormatInt(time.Now().UnixMilli(), 10)
-	reply, err := l.client.EvalSha(ctx, l.claimSHA, keys[:], limitFingerprint, token,
-		limitLeaseMS, limitRetentionMS, meta).Slice()
+	var tok [8]byte
+	binary.LittleEndian.PutUint64(tok[:], l.tokens.Add(1))
+	token := string(tok[:])
+	// The started record, laid out as lua/lua.go says (no recovery point).
+	started := "S-" + limitFingerprint + token + "1:" + limitThresholdMS + ":0:0:" +
+		strconv.Itoa(len(limitLabel)) + ":" + limitLabel + strconv.FormatInt(time.Now().UnixMilli(), 10)
+	reply, err := l.client.EvalSha(ctx, l.claimSHA, keys[:1], started, limitRetentionMS).Slice()
 	if err != nil || len(reply) == 0 {
 		c.Status(http.StatusServiceUnavailable)
 		return
 	}
 	switch code, _ := reply[0].(int64); code {
 	case 1: // owned: run it
-	case 2: // replay
-		status, _ := reply[1].(int64)
-		stored, _ := reply[2].(string)
+	case 2: // replay: "C-", fingerprint, "<attempt>:<status>:", stored
+		rec, _ := reply[1].(string)
+		att, rest, _ := strings.Cut(rec[18:], ":")
+		code, stored, _ := strings.Cut(rest, ":")
+		_ = att
+		status, _ := strconv.Atoi(code)
 		loc, body, _ := bytes.Cut([]byte(stored), []byte{'\n'})
 		h := c.Writer.Header()
 		h["Location"] = []string{string(loc)}
@@ -132,10 +138,10 @@ func (l *limit) handle(c *gin.Context) {
 	}
 	status, loc, resp := l.app.pay(key, body)
 	out, _ := json.Marshal(resp)
-	stored := make([]byte, 0, len(loc)+1+len(out))
-	stored = append(append(append(stored, loc...), '\n'), out...)
-	if err := l.client.EvalSha(ctx, l.completeSHA, keys[:], token, strconv.Itoa(status), stored,
-		limitRetentionMS).Err(); err != nil {
+	completed := make([]byte, 0, 32+len(loc)+1+len(out))
+	completed = append(completed, "C-"+limitFingerprint+"1:"+strconv.Itoa(status)+":"...)
+	completed = append(append(append(completed, loc...), '\n'), out...)
+	if err := l.client.EvalSha(ctx, l.completeSHA, keys[:1], completed, token).Err(); err != nil {
 		c.Status(http.StatusServiceUnavailable)
 		return
 	}

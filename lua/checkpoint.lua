@@ -1,10 +1,10 @@
--- checkpoint.lua: KEYS[1]=record KEYS[2]=lease
--- ARGV[1]=token ARGV[2]=lease ms ARGV[3]=recovery point ARGV[4]=its data
+-- checkpoint.lua: KEYS[1]=record; ARGV[1]=token ARGV[2]=the started record with the new
+-- recovery point (layout in lua.go; its flags byte is replaced by the stored one) ARGV[3]=retention ms
 -- => 1 recorded, lease pushed out | 0 lost: another token owns the record, or it is completed or gone
-local r = redis.call('HMGET', KEYS[1], 'state', 'tok')
-if r[1] ~= 'started' or r[2] ~= ARGV[1] then
+local v = redis.pcall('GET', KEYS[1])
+if type(v) ~= 'string' or string.sub(v, 1, 1) ~= 'S' or string.sub(v, 19, 26) ~= ARGV[1] then
+  if type(v) == 'table' and not string.find(v.err or '', 'WRONGTYPE', 1, true) then return v end
   return 0
 end
-redis.call('HSET', KEYS[1], 'rp', ARGV[3], 'rpd', ARGV[4])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], string.sub(v, 1, 2) .. string.sub(ARGV[2], 3), 'PX', ARGV[3])
 return 1

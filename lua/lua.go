@@ -6,6 +6,35 @@
 // The scripts are the contract between idemkey and Redis: package redisstore
 // runs them with EVALSHA (falling back to EVAL) and decodes their replies.
 // The opening comment of each file states its keys, arguments and reply.
+//
+// # The record
+//
+// A record is one Redis string at <prefix>{<tag>}, in one of two layouts.
+// Positions count from 1, as Lua's string.sub does (redisstore/record.go
+// holds the same table 0-based):
+//
+//	pos     field       started record                     completed record
+//	1       kind        'S'                                'C'
+//	2       flags       '-' (reserved)                     '-'
+//	3-18    fp          16 bytes: the request's fingerprint (as stored; see redisstore.Request)
+//	19-26   token       8 bytes: the owner's fencing token  -
+//	27-     (started)   <attempt>:<threshold>:<rp><rpd><label><created>
+//	19-     (completed) <attempt>:<code>:<outcome>
+//
+// Numbers are decimal ASCII. rp, rpd and label are netstrings (<length>:<bytes>):
+// the recovery point, its data and the label; created is the first claim's
+// time in Unix milliseconds. The outcome is the stored bytes, to the end.
+//
+// The lease lives in the record: a started record's TTL is reset to the
+// retention by every claim, heartbeat and checkpoint, and the lease is held
+// while its PTTL stays above the threshold (retention minus lease). The
+// lease's clock is Redis's own expiry clock, and the lease cannot go missing
+// on its own: a takeover needs the deadline to have passed. Completion
+// keeps the TTL (KEEPTTL), so the outcome lives about the retention.
+//
+// A tombstone, kept only when the store is configured for it, is an integer
+// at <prefix>{<tag>}:t: fp32*2^18 + code*2^8 + min(attempt, 255), with fp32
+// the first 4 bytes of fp.
 package lua
 
 import _ "embed"
@@ -17,13 +46,20 @@ import _ "embed"
 //go:embed claim.lua
 var Claim string
 
+// Legacy claims a record written in the previous format (a hash and a
+// separate lease key), which Claim answers with status 5.
+//
+//go:embed legacy.lua
+var Legacy string
+
 // Complete stores an outcome, if the caller's token still owns the record.
 //
 //go:embed complete.lua
 var Complete string
 
-// Release forgets a started record (or only its lease, when a recovery point
-// was recorded), if the caller's token still owns it.
+// Release forgets a started record, or ends only its lease when the record
+// has history (a takeover, a recovery point), if the caller's token still
+// owns it.
 //
 //go:embed release.lua
 var Release string
@@ -39,7 +75,7 @@ var Extend string
 //go:embed checkpoint.lua
 var Checkpoint string
 
-// Lookup reads a record, its TTL and its lease's TTL, for inspection.
+// Lookup reads a record, its type and its TTL, for inspection.
 //
 //go:embed lookup.lua
 var Lookup string

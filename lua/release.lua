@@ -1,17 +1,18 @@
--- release.lua: KEYS[1]=record KEYS[2]=lease; ARGV[1]=token
--- => 1 released | 0 lost: another token owns the record, or it is completed
--- A record with a recovery point keeps it: only the lease goes, so the next
--- claim takes over at once and resumes instead of starting over.
-local r = redis.call('HMGET', KEYS[1], 'state', 'tok', 'rp')
-if not r[1] then
-  return 1
-end
-if r[2] ~= ARGV[1] or r[1] ~= 'started' then
+-- release.lua: KEYS[1]=record; ARGV[1]=token ARGV[2]='1' to keep the record in any case
+-- => 1 released, or already gone | 0 lost: another token owns the record, or it is completed
+-- A record with history (a takeover, a recovery point, or ARGV[2]) keeps it: only the lease
+-- ends, so the next claim takes over at once, as attempt n+1, and can resume or reconcile.
+-- Otherwise the record goes, and the next claim starts afresh.
+local v = redis.pcall('GET', KEYS[1])
+if not v then return 1 end
+if type(v) ~= 'string' or string.sub(v, 1, 1) ~= 'S' or string.sub(v, 19, 26) ~= ARGV[1] then
+  if type(v) == 'table' and not string.find(v.err or '', 'WRONGTYPE', 1, true) then return v end
   return 0
 end
-if r[3] and r[3] ~= '' then
-  redis.call('DEL', KEYS[2])
+local att, thr, rp = string.match(string.sub(v, 27), '^(%d+):(%d+):(%d+):')
+if ARGV[2] == '1' or att ~= '1' or rp ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], thr)
 else
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1])
 end
 return 1

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
-
-// ErrMaxDuration is the cause of the context cancellation a function run by
-// [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).
-var ErrMaxDuration = errors.New("redisstore: operation ran past its max duration")
 
 // Response codes of records written by Do.
 const (
@@ -28,30 +25,36 @@ type Result struct {
 // Redis deployment, and gives every call with the key fn's outcome. The first
 // caller claims the key and runs fn while a heartbeat keeps its lease; later
 // callers get the stored outcome (Result.Replayed), an *InProgressError while
-// fn runs, or ErrMismatch if req's fingerprint differs.
+// fn runs, ErrMismatch if req's fingerprint differs, or an *ExpiredError
+// once only the outcome's tombstone is left.
 //
 // fn's outcome decides what is stored:
 //   - (data, nil): data is stored and returned to every later call.
-//   - an error marked with [Transient]: nothing is stored and the key is
-//     released, so the next call runs fn again. Errors returned once fn's
-//     context is done (the caller cancelled, MaxDuration passed, the lease was
-//     lost) count as transient too, and Do marks them so.
+//   - an error marked with [Transient]: fn says it committed nothing. Nothing
+//     is stored and the key is released, so the next call runs fn again.
+//   - an error returned once fn's context is done (the caller's context
+//     ended, MaxDuration passed, the lease was lost): fn may have done part
+//     of its work, so its record is never forgotten. Nothing is stored and
+//     only the lease ends: the next call takes the record over at once, with
+//     Status TookOver and Attempt > 1, and can reconcile. Do marks the error
+//     Transient.
 //   - any other error: the failure is final and stored. Every call gets a
 //     *FailedError (errors.Is ErrFailed) with its text; in the call that ran
 //     fn it also wraps fn's error.
 //   - a panic: the key is released and the panic continues.
 //
 // fn gets the lease: Attempt, RecoveryPoint and RecoveryData tell it whether a
-// previous attempt died and where it got to; Checkpoint records progress and
-// DerivedKey gives keys for downstream providers. fn's context is cancelled,
-// with cause ErrLeaseLost, if another caller takes the record over, and with
-// cause ErrMaxDuration when Options.MaxDuration passes, after which the lease
-// is no longer extended.
+// previous attempt ran and where it got to; Checkpoint records progress and
+// DerivedKey gives keys for downstream providers. fn's context is derived
+// from ctx; it is also cancelled, with cause ErrLeaseLost, if another caller
+// takes the record over, and with cause ErrMaxDuration when
+// Options.MaxDuration passes, after which the lease is no longer extended.
 //
 // If fn's outcome (a result or a final failure) cannot be stored (Redis
 // unreachable, lease lost), Do says so in its error, with the Result if there
 // is one; the record then stays started, and a retry after the lease takes it
-// over with the last recovery point.
+// over with the last recovery point. An outcome stored but acknowledged by
+// too few replicas (Options.Replicas) is returned with a *ReplicationError.
 func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
 	c, err := s.Claim(ctx, req)
 	if err != nil {
@@ -77,29 +80,37 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	stop()
 
 	// The outcome must reach Redis even if the caller has given up.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.lease, 2*time.Second))
 	defer wcancel()
 	switch {
 	case panicked != nil:
 		_ = l.Release(wctx)
 		panic(panicked)
 	case err == nil:
-		if cerr := l.Complete(wctx, Response{Code: doSucceeded, Body: data}); cerr != nil {
+		cerr := l.Complete(wctx, Response{Code: doSucceeded, Body: data})
+		switch {
+		case errors.Is(cerr, ErrNotReplicated):
+			return &Result{Data: data}, fmt.Errorf("redisstore: do: outcome stored, but acknowledged by too few replicas: %w", cerr)
+		case cerr != nil:
 			return &Result{Data: data}, fmt.Errorf("redisstore: do: outcome not stored: %w", cerr)
 		}
 		return &Result{Data: data}, nil
-	case IsTransient(err):
-		_ = l.Release(wctx)
-		return nil, err
 	case fctx.Err() != nil:
-		_ = l.Release(wctx)
+		_ = l.release(wctx, true)
 		if cause := context.Cause(fctx); cause != fctx.Err() && cause != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
 		return nil, Transient(err)
+	case IsTransient(err):
+		_ = l.Release(wctx)
+		return nil, err
 	default:
 		failed := &FailedError{Message: err.Error(), Err: err}
-		if cerr := l.Complete(wctx, Response{Code: doFailed, Body: []byte(failed.Message)}); cerr != nil {
+		cerr := l.Complete(wctx, Response{Code: doFailed, Body: []byte(failed.Message)})
+		switch {
+		case errors.Is(cerr, ErrNotReplicated):
+			return nil, fmt.Errorf("%w (stored, but acknowledged by too few replicas: %w)", failed, cerr)
+		case cerr != nil:
 			return nil, fmt.Errorf("%w (and the failure was not stored: %w)", failed, cerr)
 		}
 		return nil, failed

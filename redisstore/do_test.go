@@ -192,7 +192,7 @@ func testDo(t *testing.T, b backend) {
 		var cause error
 		_, err := s.Do(ctx, req, func(ctx context.Context, l *Lease) ([]byte, error) {
 			// Someone else owns the record now, as after a takeover.
-			require.NoError(t, b.client.HSet(ctx, l.keys[0], "tok", "someone-else").Err())
+			steal(t, b.client, l)
 			select {
 			case <-ctx.Done():
 				cause = context.Cause(ctx)

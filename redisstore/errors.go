@@ -31,11 +31,62 @@ var (
 	// stored by [Store.Do]. The error is a *FailedError.
 	ErrFailed = errors.New("redisstore: operation failed")
 
+	// ErrExpired means the key's outcome expired and only its tombstone is
+	// left (Options.TombstoneRetention): the operation ran, and will not run
+	// again with this key. The error is an *ExpiredError.
+	ErrExpired = errors.New("redisstore: outcome expired")
+
 	// ErrUnexpectedReply means Redis answered a script with a reply of a shape
 	// the store does not know: a script from another version, or a key that
 	// something else overwrote.
 	ErrUnexpectedReply = errors.New("redisstore: unexpected reply")
 )
+
+// ErrMaxDuration is the cause of the context cancellation a function run by
+// [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).
+var ErrMaxDuration = errors.New("redisstore: operation ran past its max duration")
+
+// ErrNotReplicated means fewer replicas than Options.Replicas acknowledged a
+// write within Options.ReplicaTimeout, so a failover could lose it. A claim
+// that is not replicated is released before Claim returns: nothing has run.
+// The error is a *ReplicationError.
+var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
+
+// ReplicationError reports how many replicas acknowledged a write. It matches
+// ErrNotReplicated with errors.Is.
+type ReplicationError struct {
+	// Acked is how many replicas acknowledged the write in time.
+	Acked int
+	// Want is Options.Replicas.
+	Want int
+}
+
+// Error says how many replicas acknowledged the write.
+func (e *ReplicationError) Error() string {
+	return fmt.Sprintf("redisstore: write acknowledged by %d of %d replicas", e.Acked, e.Want)
+}
+
+// Is reports whether target is ErrNotReplicated.
+func (e *ReplicationError) Is(target error) bool { return target == ErrNotReplicated }
+
+// ExpiredError is returned by [Store.Claim] and [Store.Do] for a key whose
+// outcome has expired but whose tombstone remains. It matches ErrExpired
+// with errors.Is.
+type ExpiredError struct {
+	// Code is the stored outcome's code (an HTTP status, for the middleware),
+	// or 0 if it was outside 0 to 1023.
+	Code int
+	// Attempts is how many attempts ran (capped at 255).
+	Attempts int
+}
+
+// Error says the outcome expired.
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("redisstore: outcome expired (code %d, after %d attempts); only its tombstone is left", e.Code, e.Attempts)
+}
+
+// Is reports whether target is ErrExpired.
+func (e *ExpiredError) Is(target error) bool { return target == ErrExpired }
 
 // InProgressError is returned by [Store.Claim] and [Store.Do] while another
 // caller holds the lease. It matches ErrInProgress with errors.Is.

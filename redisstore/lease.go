@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,10 +21,13 @@ import (
 // while the owner checkpoints); its fields are set by the claim and never
 // change.
 type Lease struct {
-	store *Store
-	req   Request
-	keys  [2]string
-	token string
+	store     *Store
+	req       Request
+	keys      recordKeys
+	token     string
+	fp        [fpLen]byte
+	label     string // the record's: the first claim's label
+	createdMS int64  // the record's: when it was first claimed
 
 	// Attempt is 1 for a fresh claim, plus one per takeover.
 	Attempt int
@@ -39,38 +41,67 @@ type Lease struct {
 	RecoveryData []byte
 }
 
-// Token returns the lease's fencing token, unique to this claim.
-func (l *Lease) Token() string { return l.token }
-
-// Request returns the request the lease was claimed for.
-func (l *Lease) Request() Request { return l.req }
-
 // Complete stores resp as the operation's outcome, which every later claim of
 // the key gets as a replay, and drops the lease; the record then lives for the
 // store's retention. The side effect has happened by now, so Complete tries
 // hard: if Redis cannot be reached it tries again with backoff (up to 8 tries
 // in about 2s) until ctx is done. A repeat by the same lease is harmless, so
 // a lost reply costs nothing. It returns ErrLeaseLost if the record is no
-// longer this lease's.
+// longer this lease's, and a *ReplicationError if the outcome was stored but
+// too few replicas acknowledged it.
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
-	code := strconv.Itoa(resp.Code)
+	s := l.store
+	rec := appendCompleted(make([]byte, 0, offCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
+	keys := []string{l.keys.record()}
+	args := []any{rec, l.token}
+	if s.tombstone > 0 {
+		keys = append(keys, l.keys.tombstone())
+		args = append(args, tombstone(&l.fp, resp.Code, l.Attempt), s.tombstoneMS)
+	}
 	return persist(ctx, func() error {
-		reply, err := l.store.eval(ctx, completeScript, l.keys[:], l.token, code, resp.Body, l.store.retentionMS)
+		reply, err := s.call(ctx, nil, completeScript, keys, args...)
 		return decodeReplicated("complete", reply, err)
 	})
 }
 
 // Release gives the key up without an outcome, for a failure that committed
-// nothing: the next claim runs the operation again. If a recovery point was
-// checkpointed, the record keeps it and only the lease goes, so the next claim
-// takes over at once and resumes. Like Complete, it tries again while Redis
-// cannot be reached. Releasing a record that no longer exists succeeds; it
-// returns ErrLeaseLost if another lease owns the record or it was completed.
-func (l *Lease) Release(ctx context.Context) error {
+// nothing: the next claim runs the operation again. A record with history
+// keeps it and only the lease ends, so that the next claim takes over at
+// once, as the next attempt: a record taken over (Attempt > 1), or one with
+// a recovery point. Like Complete, it tries again while Redis cannot be
+// reached. Releasing a record that no longer exists succeeds; it returns
+// ErrLeaseLost if another lease owns the record or it was completed.
+func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, false) }
+
+// release is Release; keep keeps the record in any case, for a run that
+// may have done part of its work.
+func (l *Lease) release(ctx context.Context, keep bool) error {
+	flag := "0"
+	if keep {
+		flag = "1"
+	}
 	return persist(ctx, func() error {
-		reply, err := releaseScript.Run(ctx, l.store.client, l.keys[:], l.token).Result()
+		reply, err := l.store.call(ctx, nil, releaseScript, []string{l.keys.record()}, l.token, flag)
 		return decodeOK("release", reply, err)
 	})
+}
+
+// handBack gives back, in the background, a claim whose answer was lost:
+// Redis may have run it, and nobody will run the operation on it. It tries
+// twice, the second time a moment later in case the claim reached Redis late.
+// Release is fenced, so it is harmless if the claim never took effect.
+func (l *Lease) handBack() {
+	go func() {
+		for _, wait := range [...]time.Duration{0, 100 * time.Millisecond} {
+			time.Sleep(wait)
+			ctx, cancel := context.WithTimeout(context.Background(), l.store.lease)
+			err := l.release(ctx, false)
+			cancel()
+			if errors.Is(err, ErrLeaseLost) {
+				return
+			}
+		}
+	}()
 }
 
 // persist runs a write that is safe to repeat until it reaches Redis: up to
@@ -113,10 +144,11 @@ func isRedisReply(err error) bool {
 	return true
 }
 
-// Extend pushes the lease out to the store's full lease duration from now. It
-// returns ErrLeaseLost if the record is no longer this lease's.
+// Extend pushes the lease out to the store's full lease duration from now
+// (and the record's retention with it). It returns ErrLeaseLost if the record
+// is no longer this lease's.
 func (l *Lease) Extend(ctx context.Context) error {
-	reply, err := extendScript.Run(ctx, l.store.client, l.keys[:], l.token, l.store.leaseMS).Result()
+	reply, err := l.store.call(ctx, nil, extendScript, []string{l.keys.record()}, l.token, l.store.retentionMS)
 	return decodeOK("extend", reply, err)
 }
 
@@ -126,7 +158,10 @@ func (l *Lease) Extend(ctx context.Context) error {
 // RecoveryPoint and RecoveryData. It returns ErrLeaseLost if the record is no
 // longer this lease's.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
-	reply, err := l.store.eval(ctx, checkpointScript, l.keys[:], l.token, l.store.leaseMS, point, data)
+	s := l.store
+	rec := appendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, s.thresholdMS,
+		&started{attempt: l.Attempt, recoveryPoint: point, recoveryData: data, label: l.label, createdMS: l.createdMS})
+	reply, err := s.call(ctx, nil, checkpointScript, []string{l.keys.record()}, l.token, rec, s.retentionMS)
 	return decodeReplicated("checkpoint", reply, err)
 }
 
@@ -138,15 +173,9 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 // there; this key cannot. It is 32 characters of base64url and reveals
 // nothing of the scope or key.
 func (l *Lease) DerivedKey(step string) string {
-	return DerivedKey(l.store.prefix, l.req.Scope, l.req.Key, step)
-}
-
-// DerivedKey is [Lease.DerivedKey] without a lease, for a caller that knows
-// the store's prefix, the scope and the key.
-func DerivedKey(prefix, scope, key, step string) string {
 	h := sha256.New()
 	h.Write([]byte("idemkey derived key\x00"))
-	for _, s := range [...]string{prefix, scope, key, step} {
+	for _, s := range [...]string{l.store.prefix, l.req.Scope, l.req.Key, step} {
 		var n [binary.MaxVarintLen64]byte
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		h.Write([]byte(s))
@@ -155,13 +184,14 @@ func DerivedKey(prefix, scope, key, step string) string {
 }
 
 // Supervise watches over an operation running on the lease, whose context
-// cancel cancels: it keeps the lease alive (KeepAlive) and cancels with
-// cause ErrLeaseLost if the lease is lost; with Options.MaxDuration set, once
-// that passes it stops extending the lease, so a stuck operation cannot hold
-// the key, and cancels with cause ErrMaxDuration. stop ends the watch; call
-// it when the operation returns, before completing or releasing the lease.
+// cancel cancels: it keeps the lease alive with a heartbeat every
+// Options.Heartbeat and cancels with cause ErrLeaseLost if the lease is lost;
+// with Options.MaxDuration set, once that passes it stops extending the
+// lease, so a stuck operation cannot hold the key, and cancels with cause
+// ErrMaxDuration. stop ends the watch; call it when the operation returns,
+// before completing or releasing the lease.
 func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
-	stopBeat := l.KeepAlive(func() { cancel(ErrLeaseLost) })
+	stopBeat := l.keepAlive(func() { cancel(ErrLeaseLost) })
 	if l.store.maxDuration <= 0 {
 		return stopBeat
 	}
@@ -175,17 +205,19 @@ func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
 	}
 }
 
-// KeepAlive extends the lease every Options.Heartbeat until stop is called,
-// so that a live owner is never taken over however long it runs. If Redis
-// reports the lease lost (another caller took the record over), KeepAlive
-// calls onLost (once, from its own goroutine) and stops; errors reaching
-// Redis are retried at the next beat. Nothing runs between beats: an owner
-// that finishes within one interval costs one timer. The beats use their own
-// contexts, each bounded by the interval, so cancelling the owner's request
-// does not stop them; only stop does. stop waits for a beat in flight and may
-// be called more than once. onLost may be nil.
-func (l *Lease) KeepAlive(onLost func()) (stop func()) {
+// keepAlive extends the lease every Options.Heartbeat until stop is called,
+// so that a live owner is never taken over however long it runs. Each beat
+// waits at most a third of the interval for Redis, and a beat that fails is
+// tried again after a fifth of it: a slow or lost beat costs little of the
+// lease. If Redis reports the lease lost (another caller took the record
+// over), keepAlive calls onLost (once, from its own goroutine) and stops.
+// Nothing runs between beats: an owner that finishes within one interval
+// costs one timer. The beats use their own contexts, so cancelling the
+// owner's request does not stop them; only stop does. stop waits for a beat
+// in flight and may be called more than once. onLost may be nil.
+func (l *Lease) keepAlive(onLost func()) (stop func()) {
 	every := l.store.heartbeat
+	wait, retry := max(every/3, time.Millisecond), max(every/5, time.Millisecond)
 	var (
 		mu       sync.Mutex
 		stopped  bool
@@ -201,7 +233,7 @@ func (l *Lease) KeepAlive(onLost func()) (stop func()) {
 		inflight.Add(1)
 		mu.Unlock()
 		defer inflight.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		err := l.Extend(ctx)
 		cancel()
 		if errors.Is(err, ErrLeaseLost) {
@@ -210,9 +242,13 @@ func (l *Lease) KeepAlive(onLost func()) (stop func()) {
 			}
 			return
 		}
+		next := every
+		if err != nil {
+			next = retry
+		}
 		mu.Lock()
 		if !stopped {
-			t.Reset(every)
+			t.Reset(next)
 		}
 		mu.Unlock()
 	}

@@ -44,7 +44,7 @@ func keyOn(t *testing.T, cl *redistest.Cluster, s *Store, master int, name strin
 	ctx := context.Background()
 	for i := range 200 {
 		req := Request{Scope: "redirect", Key: name + strconv.Itoa(i), Fingerprint: "f"}
-		m, err := cl.MasterFor(ctx, s.keys(req.Scope, req.Key)[0])
+		m, err := cl.MasterFor(ctx, s.keys(req.Scope, req.Key).record())
 		require.NoError(t, err)
 		if m == master {
 			return req
@@ -109,7 +109,7 @@ func TestReplicasClusterReshard(t *testing.T) {
 	require.NoError(t, err)
 	dstID, err := dst.ClusterMyID(ctx).Result()
 	require.NoError(t, err)
-	slot, err := client.ClusterKeySlot(ctx, s.keys(req.Scope, req.Key)[0]).Result()
+	slot, err := client.ClusterKeySlot(ctx, s.keys(req.Scope, req.Key).record()).Result()
 	require.NoError(t, err)
 	require.NoError(t, dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
 	require.NoError(t, src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())

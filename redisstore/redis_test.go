@@ -29,11 +29,13 @@ func TestClusterSpreadsKeysOverAllMasters(t *testing.T) {
 		}
 		keys := s.keys(req.Scope, req.Key)
 		node := cl.Node(0).Client(t)
-		s0, err := node.ClusterKeySlot(ctx, keys[0]).Result()
+		s0, err := node.ClusterKeySlot(ctx, keys.record()).Result()
 		require.NoError(t, err)
-		s1, err := node.ClusterKeySlot(ctx, keys[1]).Result()
-		require.NoError(t, err)
-		require.Equal(t, s0, s1, "record and lease must share a slot")
+		for _, k := range []string{keys.tombstone(), keys.legacyLease()} {
+			s1, err := node.ClusterKeySlot(ctx, k).Result()
+			require.NoError(t, err)
+			require.Equal(t, s0, s1, "a record's keys must share a slot")
+		}
 	}
 	for i := range cl.Masters() {
 		n, err := cl.Node(i).Client(t).DBSize(ctx).Result()
@@ -189,15 +191,23 @@ func TestScriptErrorsSurface(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t, b, Options{})
 			ctx := context.Background()
+			// Something else wrote a list where the record lives.
 			req := Request{Key: "clobbered"}
-			// Something else wrote a string where the record hash lives.
-			require.NoError(t, b.client.Set(ctx, s.keys(req.Scope, req.Key)[0], "x", time.Minute).Err())
+			require.NoError(t, b.client.RPush(ctx, s.keys(req.Scope, req.Key).record(), "x").Err())
 			_, err := s.Claim(ctx, req)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), "redisstore: claim:")
 			require.Contains(t, err.Error(), "WRONGTYPE")
 			_, err = s.Lookup(ctx, req.Scope, req.Key)
 			require.Error(t, err)
+
+			// Or a string that is not a record.
+			req = Request{Key: "clobbered-string"}
+			require.NoError(t, b.client.Set(ctx, s.keys(req.Scope, req.Key).record(), "x", time.Minute).Err())
+			_, err = s.Claim(ctx, req)
+			require.ErrorIs(t, err, ErrUnexpectedReply)
+			_, err = s.Lookup(ctx, req.Scope, req.Key)
+			require.ErrorIs(t, err, ErrUnexpectedReply)
 		})
 	}
 }
@@ -210,17 +220,21 @@ func TestClaimIsIdempotentPerToken(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t, b, Options{})
 			ctx := context.Background()
-			keys := s.keys("", "k")
-			run := func() any {
-				reply, err := claimScript.Run(ctx, b.client, keys[:], "fp", "tok-1", s.leaseMS, s.retentionMS, packMeta(Request{Key: "k"}, time.Now())).Result()
+			keys := []string{s.keys("", "k").record()}
+			fp := storedFingerprint("fp")
+			rec := appendStarted(nil, &fp, "tok-0001", s.thresholdMS, &started{attempt: 1, label: "l"})
+			run := func() *claimReply {
+				reply, err := claimScript.Run(ctx, b.client, keys, rec, s.retentionMS).Result()
 				require.NoError(t, err)
-				return reply
+				c, err := decodeClaim(reply)
+				require.NoError(t, err)
+				return c
 			}
 			first, again := run(), run()
-			require.Equal(t, first, again)
-			c, err := decodeClaim(again)
-			require.NoError(t, err)
-			require.Equal(t, Claimed, c.Status)
+			require.Equal(t, int64(replyOwned), first.code)
+			require.Equal(t, 1, first.attempt)
+			require.Equal(t, int64(replyOwned), again.code, "the same token is told it owns the key again")
+			require.Equal(t, 1, again.attempt)
 		})
 	}
 }

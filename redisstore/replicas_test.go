@@ -50,15 +50,15 @@ func TestReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Claimed, c.Status)
 	require.Equal(t, 1, rt.n, "claim and WAIT share one round trip")
-	recKey := s.keys(req.Scope, req.Key)[0]
+	recKey := s.keys(req.Scope, req.Key).record()
 	n, err := rc.Exists(ctx, recKey).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the replica has the claim before the operation runs")
 	require.NoError(t, c.Lease.Checkpoint(ctx, "p", []byte("d")))
 	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("ok")}))
-	state, err := rc.HGet(ctx, recKey, "state").Result()
+	state, err := rc.Get(ctx, recKey).Result()
 	require.NoError(t, err)
-	require.Equal(t, "completed", state)
+	require.Equal(t, byte(kindCompleted), state[0])
 
 	// The replica hangs: a claim it cannot acknowledge is released and refused.
 	replica.Pause()

@@ -3,23 +3,38 @@ package redisstore
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
-// Reply status codes of claim.lua; keep the two in step.
+// Reply status codes of claim.lua and legacy.lua; keep them in step.
 const (
-	replyOwned      = 1 // {1, attempt, recovery point, recovery data}
-	replyReplay     = 2 // {2, code, body}
-	replyInProgress = 3 // {3, lease pttl}
-	replyMismatch   = 4 // {4}
+	replyUnknown      = 0 // {0}: not a record the script knows (decoded as an error)
+	replyOwned        = 1 // {1, attempt, record before the claim or ''}
+	replyReplay       = 2 // {2, completed record}
+	replyInProgress   = 3 // {3, lease ms left}
+	replyMismatch     = 4 // {4}
+	replyLegacy       = 5 // {5}: a record in the previous format; run legacy.lua
+	replyExpired      = 6 // {6, code, attempt}: only the tombstone is left
+	replyLegacyReplay = 7 // {7, code, body}: legacy.lua's replay
 )
 
-// decodeClaim maps claim.lua's reply to a Claim or an error. This is the one
-// place where the script's status codes become Go results. For an owned
-// record the Claim's Lease carries only Attempt and the recovery point; the
-// caller fills in the rest.
-func decodeClaim(reply any) (*Claim, error) {
+// errLegacy says a claim met a record in the previous format, or legacy.lua
+// found none left (attempt 0): Claim runs the other script.
+var errLegacy = errors.New("redisstore: record in the previous format")
+
+// claimReply is a decoded reply of claim.lua or legacy.lua.
+type claimReply struct {
+	code      int64
+	attempt   int
+	record    string // replyOwned: the record before the claim, or ""
+	status    int
+	body      []byte
+	leaseLeft time.Duration
+}
+
+// decodeClaim checks the shape of a claim reply and decodes it. This is the
+// one place where the scripts' status codes are read.
+func decodeClaim(reply any) (*claimReply, error) {
 	r, ok := reply.([]any)
 	if !ok || len(r) == 0 {
 		return nil, unexpected("claim", reply)
@@ -28,38 +43,60 @@ func decodeClaim(reply any) (*Claim, error) {
 	if !ok {
 		return nil, unexpected("claim", reply)
 	}
+	c := &claimReply{code: code}
 	switch {
-	case code == replyOwned && len(r) == 4:
+	case code == replyOwned && len(r) == 3:
 		attempt, ok1 := r[1].(int64)
-		point, ok2 := r[2].(string)
-		data, ok3 := r[3].(string)
-		if !ok1 || !ok2 || !ok3 || attempt < 1 {
+		rec, ok2 := r[2].(string)
+		if !ok1 || !ok2 || attempt < 0 {
 			break
 		}
-		st := Claimed
-		if attempt > 1 {
-			st = TookOver
+		if attempt == 0 { // legacy.lua: the record went meanwhile
+			return &claimReply{code: replyLegacy}, nil
 		}
-		l := &Lease{Attempt: int(attempt), RecoveryPoint: point}
-		if point != "" {
-			l.RecoveryData = []byte(data)
+		if rec != "" {
+			if _, _, ok := parseStarted(rec); !ok {
+				break
+			}
 		}
-		return &Claim{Status: st, Lease: l}, nil
-	case code == replyReplay && len(r) == 3:
+		c.attempt, c.record = int(attempt), rec
+		return c, nil
+	case code == replyReplay && len(r) == 2:
+		rec, ok := r[1].(string)
+		if !ok {
+			break
+		}
+		att, status, body, ok := parseCompleted(rec)
+		if !ok {
+			break
+		}
+		c.attempt, c.status, c.body = att, status, []byte(body)
+		return c, nil
+	case code == replyLegacyReplay && len(r) == 3:
 		status, ok1 := r[1].(int64)
 		body, ok2 := r[2].(string)
 		if !ok1 || !ok2 {
 			break
 		}
-		return &Claim{Status: Replayed, Response: Response{Code: int(status), Body: []byte(body)}}, nil
+		c.status, c.body = int(status), []byte(body)
+		return c, nil
 	case code == replyInProgress && len(r) == 2:
 		ms, ok := r[1].(int64)
 		if !ok {
 			break
 		}
-		return nil, &InProgressError{LeaseLeft: time.Duration(max(ms, 0)) * time.Millisecond}
-	case code == replyMismatch && len(r) == 1:
-		return nil, ErrMismatch
+		c.leaseLeft = time.Duration(max(ms, 0)) * time.Millisecond
+		return c, nil
+	case code == replyExpired && len(r) == 3:
+		status, ok1 := r[1].(int64)
+		att, ok2 := r[2].(int64)
+		if !ok1 || !ok2 {
+			break
+		}
+		c.status, c.attempt = int(status), int(att)
+		return c, nil
+	case (code == replyMismatch || code == replyLegacy) && len(r) == 1:
+		return c, nil
 	}
 	return nil, unexpected("claim", reply)
 }
@@ -92,52 +129,42 @@ func decodeReplicated(script string, reply any, err error) error {
 }
 
 // decodeRecord maps lookup.lua's reply to a Record.
-func decodeRecord(r []any) (*Record, error) {
-	if len(r) < 2 || len(r)%2 != 0 {
-		return nil, unexpected("lookup", r)
+func decodeRecord(reply any) (*Record, error) {
+	r, ok := reply.([]any)
+	if !ok || len(r) != 3 {
+		return nil, unexpected("lookup", reply)
 	}
 	ttl, ok1 := r[0].(int64)
-	leaseTTL, ok2 := r[1].(int64)
-	if !ok1 || !ok2 {
-		return nil, unexpected("lookup", r)
+	typ, ok2 := r[1].(string)
+	v, ok3 := r[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, unexpected("lookup", reply)
 	}
-	if ttl == -2 || len(r) == 2 {
+	switch typ {
+	case "none":
 		return nil, ErrNotFound
+	case "hash":
+		return nil, fmt.Errorf("%w: the record is in the format of idemkey before 0.2; it expires in %v", errLegacy, pttl(ttl))
 	}
-	rec := &Record{TTL: pttl(ttl), LeaseTTL: pttl(leaseTTL)}
-	var code, body string
-	for i := 2; i < len(r); i += 2 {
-		k, ok1 := r[i].(string)
-		v, ok2 := r[i+1].(string)
-		if !ok1 || !ok2 {
-			return nil, unexpected("lookup", r)
-		}
-		switch k {
-		case "state":
-			rec.State = State(v)
-		case "fp":
-			rec.Fingerprint = v
-		case "meta":
-			if !unpackMeta([]byte(v), rec) {
-				return nil, unexpected("lookup", r)
-			}
-		case "att":
-			rec.Attempt, _ = strconv.Atoi(v)
-		case "rp":
-			rec.RecoveryPoint = v
-		case "rpd":
-			rec.RecoveryData = []byte(v)
-		case "code":
-			code = v
-		case "resp":
-			body = v
-		}
+	var fp string
+	if len(v) >= offFP+fpLen {
+		fp = v[offFP : offFP+fpLen]
 	}
-	if rec.State == Completed {
-		c, _ := strconv.Atoi(code)
-		rec.Response = &Response{Code: c, Body: []byte(body)}
+	rec := &Record{TTL: pttl(ttl), Fingerprint: fp}
+	if st, _, ok := parseStarted(v); ok {
+		thr, _ := threshold(v)
+		rec.State, rec.Attempt, rec.Label = Started, st.attempt, st.label
+		rec.RecoveryPoint, rec.RecoveryData = st.recoveryPoint, st.recoveryData
+		rec.CreatedAt = time.UnixMilli(st.createdMS)
+		rec.LeaseTTL = pttl(ttl - thr)
+		return rec, nil
 	}
-	return rec, nil
+	if att, code, body, ok := parseCompleted(v); ok {
+		rec.State, rec.Attempt = Completed, att
+		rec.Response = &Response{Code: code, Body: []byte(body)}
+		return rec, nil
+	}
+	return nil, unexpected("lookup", reply)
 }
 
 // pttl turns a PTTL reply into a duration; "no key" and "no expiry" become 0.

@@ -19,14 +19,17 @@ import (
 
 var (
 	claimScript      = redis.NewScript(lua.Claim)
+	legacyScript     = redis.NewScript(lua.Legacy)
 	completeScript   = redis.NewScript(lua.Complete)
 	releaseScript    = redis.NewScript(lua.Release)
 	extendScript     = redis.NewScript(lua.Extend)
 	checkpointScript = redis.NewScript(lua.Checkpoint)
 	lookupScript     = redis.NewScript(lua.Lookup)
 
-	// sources maps the scripts that may run with WAIT to their source.
-	sources = map[*redis.Script]string{claimScript: lua.Claim, completeScript: lua.Complete, checkpointScript: lua.Checkpoint}
+	// sources maps the scripts that run with WAIT (Options.Replicas), the
+	// writes a failover must not lose, to their source.
+	sources = map[*redis.Script]string{claimScript: lua.Claim, legacyScript: lua.Legacy,
+		completeScript: lua.Complete, checkpointScript: lua.Checkpoint}
 )
 
 // MaxFieldLen is the longest Request.Key, Scope, Fingerprint or Label the
@@ -40,20 +43,34 @@ type Options struct {
 	// Default: "idem:".
 	Prefix string
 
-	// Retention is how long a record lives: from its creation while it runs,
-	// and from its completion once completed. Clients must retry within it;
-	// a retry after it runs the operation again. Must exceed Lease.
-	// Default: 24h.
+	// Retention is how long a record lives after the last sign of life of
+	// its owner (claim, heartbeat, checkpoint): for a completed record, from
+	// at most one heartbeat before its completion. Clients must retry within
+	// it; a retry after it runs the operation again (see TombstoneRetention).
+	// Must exceed Lease and MaxDuration. Default: 24h.
 	Retention time.Duration
+
+	// TombstoneRetention keeps, for this long after Retention, a tombstone of
+	// each completed record: its fingerprint, status code and attempt count,
+	// in about 90 bytes of Redis memory. A retry that comes after the outcome
+	// expired but within the tombstone gets *ExpiredError (the HTTP
+	// middleware answers the original status with a response-expired
+	// problem) instead of running the operation again; another fingerprint
+	// gets ErrMismatch. A tombstone is a second key written by the same
+	// completion, so it costs memory for the whole of Retention too, and one
+	// more command per first execution. Default: 0 (no tombstones).
+	TombstoneRetention time.Duration
 
 	// Lease is how long a claim holds a key without a sign of life. An owner
 	// that stops extending it (crashed, partitioned) is taken over this long
 	// after its last claim, extend or checkpoint. Default: 10s.
 	Lease time.Duration
 
-	// Heartbeat is the interval at which [Lease.KeepAlive] and [Store.Do]
-	// extend a running owner's lease. Must be shorter than Lease.
-	// Default: Lease/3.
+	// Heartbeat is the interval at which [Lease.Supervise] and [Store.Do]
+	// extend a running owner's lease. Each beat waits at most a third of it
+	// for Redis, and a failed beat is tried again after a fifth of it, so one
+	// slow or lost beat does not use up the lease. Must be shorter than
+	// Lease. Default: Lease/3.
 	Heartbeat time.Duration
 
 	// Replicas makes every claim, checkpoint and completion wait until this
@@ -67,13 +84,15 @@ type Options struct {
 	// *redis.Client or *redis.ClusterClient. Default: 0 (no waiting).
 	Replicas int
 
-	// ReplicaTimeout bounds each wait for replicas. Default: 100ms.
+	// ReplicaTimeout bounds each wait for replicas; it is rounded up to whole
+	// milliseconds (WAIT with 0 would wait for ever). Default: 100ms.
 	ReplicaTimeout time.Duration
 
-	// MaxDuration bounds how long [Store.Do] lets its function run: past it,
-	// the function's context is cancelled and the heartbeat stops, so a stuck
-	// function cannot hold its key for ever. Zero means no bound.
-	// Default: 0.
+	// MaxDuration bounds how long an operation may run: past it, the
+	// context given to [Store.Do]'s function (or supervised by
+	// [Lease.Supervise]) is cancelled with cause ErrMaxDuration and the
+	// heartbeat stops, so a stuck operation cannot hold its key for ever.
+	// Zero means no bound. Must be shorter than Retention. Default: 0.
 	MaxDuration time.Duration
 }
 
@@ -81,21 +100,30 @@ type Options struct {
 // safe for concurrent use; create one per Redis deployment and share it.
 type Store struct {
 	client         redis.Scripter
+	bounded        bool // the client ends calls at their context's deadline
 	prefix         string
 	lease          time.Duration
 	retention      time.Duration
+	tombstone      time.Duration
 	heartbeat      time.Duration
 	maxDuration    time.Duration
 	replicas       int
 	replicaTimeout time.Duration
-	leaseMS        string
 	retentionMS    string
+	thresholdMS    string // retention - lease: a started record's PTTL stays above it while its lease is held
+	tombstoneMS    string
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring, a failover client or any other
 // redis.Scripter. It returns an error if opts is invalid; it does not contact
 // Redis.
+//
+// Every call the store makes ends by its context's deadline. A
+// *redis.Client or *redis.ClusterClient built with ContextTimeoutEnabled
+// does that itself; for any other client the store waits for the reply on
+// another goroutine and gives up on time (a claim whose reply comes after
+// that is handed back).
 func New(client redis.Scripter, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -115,6 +143,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout == 0 {
 		opts.ReplicaTimeout = 100 * time.Millisecond
 	}
+	opts.ReplicaTimeout = (opts.ReplicaTimeout + time.Millisecond - 1).Truncate(time.Millisecond)
 	switch {
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}'", opts.Prefix)
@@ -126,6 +155,10 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: heartbeat %v is not between 0 and lease %v", opts.Heartbeat, opts.Lease)
 	case opts.MaxDuration < 0:
 		return nil, fmt.Errorf("redisstore: negative max duration %v", opts.MaxDuration)
+	case opts.MaxDuration > 0 && opts.Retention <= opts.MaxDuration:
+		return nil, fmt.Errorf("redisstore: retention %v does not exceed max duration %v", opts.Retention, opts.MaxDuration)
+	case opts.TombstoneRetention < 0:
+		return nil, fmt.Errorf("redisstore: negative tombstone retention %v", opts.TombstoneRetention)
 	case opts.Replicas < 0 || opts.ReplicaTimeout < 0:
 		return nil, fmt.Errorf("redisstore: negative replicas %d or replica timeout %v", opts.Replicas, opts.ReplicaTimeout)
 	}
@@ -138,30 +171,45 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	}
 	return &Store{
 		client:         client,
+		bounded:        honoursDeadlines(client),
 		prefix:         opts.Prefix,
 		lease:          opts.Lease,
 		retention:      opts.Retention,
+		tombstone:      opts.TombstoneRetention,
 		heartbeat:      opts.Heartbeat,
 		maxDuration:    opts.MaxDuration,
 		replicas:       opts.Replicas,
 		replicaTimeout: opts.ReplicaTimeout,
-		leaseMS:        strconv.FormatInt(opts.Lease.Milliseconds(), 10),
 		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
+		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
 	}, nil
+}
+
+// honoursDeadlines reports whether client ends a call at its context's
+// deadline by itself.
+func honoursDeadlines(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // Options returns the options the store runs with, defaults filled in.
 func (s *Store) Options() Options {
-	return Options{Prefix: s.prefix, Retention: s.retention, Lease: s.lease, Heartbeat: s.heartbeat,
-		MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout}
+	return Options{Prefix: s.prefix, Retention: s.retention, TombstoneRetention: s.tombstone, Lease: s.lease,
+		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout}
 }
 
 // Request names one operation: who asks, which logical operation, and what
 // exactly it asks for.
 type Request struct {
 	// Scope is the caller the key belongs to, such as an account ID: equal
-	// keys in different scopes are different records. It is stored in clear
-	// for inspection, so it must never be a credential. Default: "".
+	// keys in different scopes are different records. It only goes into the
+	// hash that names the record. Default: "".
 	Scope string
 
 	// Key is the idempotency key, chosen by the client once per logical
@@ -170,12 +218,14 @@ type Request struct {
 
 	// Fingerprint identifies exactly what is asked, such as a hash of the
 	// payload. A claim of the key with another fingerprint fails with
-	// ErrMismatch. Compared byte for byte. Default: "" (every request with the
-	// key is the same request).
+	// ErrMismatch. The record keeps a 16-byte fingerprint as it is, and of
+	// any other the first 16 bytes of its SHA-256. Default: "" (every
+	// request with the key is the same request).
 	Fingerprint string
 
-	// Label is free text kept in the record for inspection, such as
-	// "POST /v1/payments". Default: "".
+	// Label is free text kept in a running operation's record for
+	// inspection, such as "POST /v1/payments". Completion drops it.
+	// Default: "".
 	Label string
 }
 
@@ -199,9 +249,10 @@ type Status int
 const (
 	// Claimed: the key was free. Run the operation with Claim.Lease.
 	Claimed Status = iota + 1
-	// TookOver: a previous owner's lease ran out before it completed (it
-	// crashed or stalled). Run the operation with Claim.Lease, resuming from
-	// its RecoveryPoint.
+	// TookOver: an earlier attempt ended without an outcome: its lease ran
+	// out (it crashed or stalled), or it gave the key back after it may have
+	// done part of the work. Run the operation with Claim.Lease, resuming
+	// from its RecoveryPoint and reconciling with what Attempt says ran.
 	TookOver
 	// Replayed: the operation completed before. Claim.Response is its outcome.
 	Replayed
@@ -244,40 +295,134 @@ type Claim struct {
 // (Claimed, TookOver: the caller must then Complete or Release the lease) or
 // to return the stored outcome (Replayed). It fails with an *InProgressError
 // while another owner's lease runs, ErrMismatch when the key was claimed with
-// another fingerprint, ErrInvalidRequest for a bad req, a *ReplicationError
-// when Options.Replicas did not acknowledge the claim, and a wrapped Redis
-// error when Redis cannot be reached.
+// another fingerprint, an *ExpiredError when only the outcome's tombstone is
+// left, ErrInvalidRequest for a bad req, a *ReplicationError when
+// Options.Replicas did not acknowledge the claim, and a wrapped Redis error
+// when Redis cannot be reached.
+//
+// A claim whose answer is lost (the call fails or times out after Redis may
+// have run it) is handed back in the background, so that it does not hold
+// the key for a whole lease while nothing runs.
 func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	l := &Lease{store: s, req: req, token: newToken()}
+	l := &Lease{store: s, req: req, token: newToken(), fp: storedFingerprint(req.Fingerprint), label: req.Label,
+		createdMS: time.Now().UnixMilli()}
 	l.keys = s.keys(req.Scope, req.Key)
-	reply, err := s.eval(ctx, claimScript, l.keys[:],
-		req.Fingerprint, l.token, s.leaseMS, s.retentionMS, packMeta(req, time.Now()))
-	var notReplicated error
-	if errors.Is(err, ErrNotReplicated) {
-		notReplicated, err = err, nil
+	keys := []string{l.keys.record()}
+	if s.tombstone > 0 {
+		keys = append(keys, l.keys.tombstone())
 	}
-	if err != nil {
+	rec := appendStarted(make([]byte, 0, 64+len(req.Label)), &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: req.Label, createdMS: l.createdMS})
+	reply, err := s.call(ctx, l.handBack, claimScript, keys, rec, s.retentionMS)
+	c, err := s.decodeClaimReply(l, reply, err)
+	if errors.Is(err, errLegacy) {
+		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.record(), l.keys.legacyLease()}, rec, s.retentionMS, req.Fingerprint)
+		c, err = s.decodeClaimReply(l, reply, err)
+		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
+			reply, err = s.call(ctx, l.handBack, claimScript, keys, rec, s.retentionMS)
+			c, err = s.decodeClaimReply(l, reply, err)
+		}
+	}
+	return c, err
+}
+
+// decodeClaimReply turns a claim's reply into a Claim, and gives the key
+// back when the claim may have taken effect but cannot be used.
+func (s *Store) decodeClaimReply(l *Lease, reply any, err error) (*Claim, error) {
+	var notReplicated error
+	switch {
+	case errors.Is(err, ErrNotReplicated):
+		notReplicated = err
+	case err != nil && reply != nil:
+		// The script ran but the WAIT after it failed: the claim is held and
+		// cannot be trusted. Give it back.
+		l.handBack()
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	case err != nil:
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	c, err := decodeClaim(reply)
+	r, err := decodeClaim(reply)
 	if err != nil {
 		return nil, err
 	}
-	if notReplicated != nil && c.Lease != nil {
+	switch r.code {
+	case replyReplay, replyLegacyReplay:
+		return &Claim{Status: Replayed, Response: Response{Code: r.status, Body: r.body}}, nil
+	case replyInProgress:
+		return nil, &InProgressError{LeaseLeft: r.leaseLeft}
+	case replyMismatch:
+		return nil, ErrMismatch
+	case replyExpired:
+		return nil, &ExpiredError{Code: r.status, Attempts: r.attempt}
+	case replyLegacy:
+		return nil, errLegacy
+	}
+	l.Attempt = r.attempt
+	if r.record != "" {
+		prev, _, _ := parseStarted(r.record)
+		l.RecoveryPoint, l.RecoveryData = prev.recoveryPoint, prev.recoveryData
+		l.label, l.createdMS = prev.label, prev.createdMS
+	}
+	if notReplicated != nil {
 		// Nothing has run yet: give the key back rather than run on a claim
 		// a failover could forget.
-		l.Attempt = c.Lease.Attempt
-		_ = l.Release(context.WithoutCancel(ctx))
+		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
+		defer cancel()
+		_ = l.Release(ctx)
 		return nil, notReplicated
 	}
-	if c.Lease != nil {
-		l.Attempt, l.RecoveryPoint, l.RecoveryData = c.Lease.Attempt, c.Lease.RecoveryPoint, c.Lease.RecoveryData
-		c.Lease = l
+	st := Claimed
+	if l.Attempt > 1 {
+		st = TookOver
 	}
-	return c, nil
+	return &Claim{Status: st, Lease: l}, nil
+}
+
+// call runs script on keys within ctx. A client that does not end calls at
+// their deadline runs them on another goroutine, which the store stops
+// waiting for when ctx ends. uncertain, if set, is called when the call
+// failed without an answer from Redis, so that Redis may have run it:
+// at once, or when a call that was given up on gets its answer.
+func (s *Store) call(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args ...any) (any, error) {
+	if s.bounded {
+		reply, err := s.eval(ctx, script, keys, args...)
+		if err != nil && reply == nil && uncertain != nil && !isRedisReply(err) {
+			uncertain()
+		}
+		return reply, err
+	}
+	type result struct {
+		reply any
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, err := s.eval(ctx, script, keys, args...)
+		done <- result{reply, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && r.reply == nil && uncertain != nil && !isRedisReply(r.err) {
+			uncertain()
+		}
+		return r.reply, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done:
+			return r.reply, r.err
+		default:
+		}
+		if uncertain != nil {
+			go func() {
+				if r := <-done; r.err == nil || !isRedisReply(r.err) {
+					uncertain()
+				}
+			}()
+		}
+		return nil, context.Cause(ctx)
+	}
 }
 
 // State is the state of a record.
@@ -295,19 +440,22 @@ const (
 type Record struct {
 	// State is Started or Completed.
 	State State
-	// Scope, Key, Label and Fingerprint are those of the request that
-	// created the record.
-	Scope, Key, Label, Fingerprint string
+	// Scope and Key are those Lookup was given.
+	Scope, Key string
+	// Label is that of the request that started the record; completion drops it.
+	Label string
+	// Fingerprint is the stored fingerprint (see Request.Fingerprint).
+	Fingerprint string
 	// Attempt is 1, plus one per takeover.
 	Attempt int
-	// RecoveryPoint is the last checkpoint; empty if none.
+	// RecoveryPoint is the last checkpoint; empty if none. Completion drops it.
 	RecoveryPoint string
-	// RecoveryData is its data; completion drops it.
+	// RecoveryData is its data.
 	RecoveryData []byte
 	// Response is the stored outcome when Completed, else nil.
 	Response *Response
-	// CreatedAt is when the record was created, by the clock of the process
-	// that first claimed it.
+	// CreatedAt is when the record was first claimed, by the clock of the
+	// process that claimed it; zero once completed.
 	CreatedAt time.Time
 	// TTL is how long the record has left to live.
 	TTL time.Duration
@@ -319,15 +467,35 @@ type Record struct {
 // changes nothing. It returns ErrNotFound when there is no record.
 func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) {
 	keys := s.keys(scope, key)
-	reply, err := lookupScript.Run(ctx, s.client, keys[:]).Slice()
+	reply, err := s.call(ctx, nil, lookupScript, []string{keys.record()})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lookup: %w", err)
 	}
-	return decodeRecord(reply)
+	rec, err := decodeRecord(reply)
+	if err != nil {
+		return nil, err
+	}
+	rec.Scope, rec.Key = scope, key
+	return rec, nil
 }
 
-// keys returns the record's and lease's key names for scope and key.
-func (s *Store) keys(scope, key string) [2]string {
+// recordKeys names the keys of one record: s is "<prefix>{<tag>}:lease",
+// the record is s[:n].
+type recordKeys struct {
+	s string
+	n int
+}
+
+func (k recordKeys) record() string { return k.s[:k.n] }
+
+// legacyLease is the lease key of a record in the previous format.
+func (k recordKeys) legacyLease() string { return k.s }
+
+// tombstone is the key of the record's tombstone.
+func (k recordKeys) tombstone() string { return k.s[:k.n] + ":t" }
+
+// keys returns the key names for scope and key.
+func (s *Store) keys(scope, key string) recordKeys {
 	var stack [256]byte
 	b := binary.AppendUvarint(stack[:0], uint64(len(scope)))
 	b = append(append(b, scope...), key...)
@@ -341,41 +509,12 @@ func (s *Store) keys(scope, key string) [2]string {
 	base64.RawURLEncoding.Encode(buf[len(s.prefix)+1:], sum[:16])
 	buf[n-1] = '}'
 	copy(buf[n:], lease)
-	all := string(buf)
-	return [2]string{all[:n], all}
+	return recordKeys{s: string(buf), n: n}
 }
 
-// packMeta packs the fields only Lookup reads into one hash field: one
-// field instead of four saves Redis about 230 bytes per record.
-func packMeta(req Request, created time.Time) []byte {
-	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(req.Scope)+len(req.Key)+len(req.Label)+8)
-	for _, f := range [...]string{req.Scope, req.Key, req.Label} {
-		b = binary.AppendUvarint(b, uint64(len(f)))
-		b = append(b, f...)
-	}
-	return binary.AppendVarint(b, created.UnixMilli())
-}
-
-// unpackMeta is packMeta's inverse.
-func unpackMeta(b []byte, rec *Record) bool {
-	var fields [3]string
-	for i := range fields {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return false
-		}
-		fields[i], b = string(b[k:k+int(n)]), b[k+int(n):]
-	}
-	ms, k := binary.Varint(b)
-	if k <= 0 || k != len(b) {
-		return false
-	}
-	rec.Scope, rec.Key, rec.Label, rec.CreatedAt = fields[0], fields[1], fields[2], time.UnixMilli(ms)
-	return true
-}
-
+// newToken returns a fencing token: 8 random bytes.
 func newToken() string {
-	var b [16]byte
+	var b [tokenLen]byte
 	_, _ = rand.Read(b[:]) // never fails on supported platforms
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return string(b[:])
 }

@@ -304,15 +304,13 @@ func testStore(t *testing.T, b backend) {
 		require.NoError(t, err)
 		require.NoError(t, c.Lease.Checkpoint(ctx, "p", []byte("x")))
 		keys := s.keys(req.Scope, req.Key)
-		for _, k := range keys {
-			ttl, err := b.client.PTTL(ctx, k).Result()
-			require.NoError(t, err)
-			require.Positive(t, ttl, "key %s has no TTL", k)
-		}
-		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: []byte("done")}))
-		n, err := b.client.Exists(ctx, keys[1]).Result()
+		ttl, err := b.client.PTTL(ctx, keys.record()).Result()
 		require.NoError(t, err)
-		require.Zero(t, n, "complete drops the lease")
+		require.Positive(t, ttl, "the record has no TTL")
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: []byte("done")}))
+		n, err := b.client.Exists(ctx, keys.legacyLease(), keys.tombstone()).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "a record is one key")
 		rec, err := s.Lookup(ctx, req.Scope, req.Key)
 		require.NoError(t, err)
 		require.Equal(t, Completed, rec.State)
@@ -340,7 +338,8 @@ func testStore(t *testing.T, b backend) {
 		require.Equal(t, req.Scope, rec.Scope)
 		require.Equal(t, req.Key, rec.Key)
 		require.Equal(t, req.Label, rec.Label)
-		require.Equal(t, req.Fingerprint, rec.Fingerprint)
+		fp := storedFingerprint(req.Fingerprint)
+		require.Equal(t, string(fp[:]), rec.Fingerprint)
 		require.Equal(t, 1, rec.Attempt)
 		require.Positive(t, rec.LeaseTTL)
 		require.WithinDuration(t, time.Now(), rec.CreatedAt, time.Minute)
@@ -400,4 +399,13 @@ func testStore(t *testing.T, b backend) {
 	})
 
 	t.Run("do", func(t *testing.T) { testDo(t, b) })
+}
+
+// steal makes another token the owner of l's record, as a takeover would.
+func steal(t *testing.T, client redis.UniversalClient, l *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := client.Get(ctx, l.keys.record()).Result()
+	require.NoError(t, err)
+	require.NoError(t, client.SetArgs(ctx, l.keys.record(), v[:offToken]+"someone!"+v[offStartedTail:], redis.SetArgs{KeepTTL: true}).Err())
 }

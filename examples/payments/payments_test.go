@@ -357,9 +357,12 @@ func TestCrashAfterChargeResumes(t *testing.T) {
 func TestProviderDedupesOnTheDerivedKey(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		e := newEnv(t, rdb, payments.Config{})
-		prefix := e.store.Options().Prefix
-		key := redisstore.DerivedKey(prefix, payments.Scope("alice"), "k-lost", "charge")
 		ctx := context.Background()
+		// The key a first attempt derived before its record was lost.
+		c, err := e.store.Claim(ctx, redisstore.Request{Scope: payments.Scope("alice"), Key: "k-lost"})
+		require.NoError(t, err)
+		key := c.Lease.DerivedKey("charge")
+		require.NoError(t, c.Lease.Release(ctx))
 		earlier, err := e.api.Provider().Charge(ctx, payments.ChargeRequest{IdempotencyKey: key, Amount: 1200, Currency: "EUR", Customer: "cus_1"})
 		require.NoError(t, err)
 		require.Equal(t, stats(0, 1, 0), e.stats())
