@@ -154,7 +154,7 @@ func bareEngine(a *app) *gin.Engine {
 // hold and blob routes used by the cost and memory phases.
 func oursEngine(a *app, store *redisstore.Store) *gin.Engine {
 	r := newEngine()
-	mw := ginmw.New(store, ginmw.Options{})
+	mw := ginmw.New(store, ginmw.Options{Scope: ginmw.SharedScope(limitScope)}) // the load generators send no credential
 	r.POST(paymentPath, mw, a.handle)
 	r.POST(holdPath, mw, a.handleHold)
 	r.POST(blobPath, mw, a.handleBlob)

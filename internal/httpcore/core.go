@@ -6,34 +6,55 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Handler runs the Idempotency-Key contract around an HTTP handler. The
+// scopeHint makes the scope configuration hint once per process.
+var scopeHint sync.Once
+
+// ErrShutdown is the cause of the cancellation a handler's context sees when
+// Options.Shutdown is done.
+var ErrShutdown = errors.New("idemkey: server shutting down")
+
+// Guard runs the Idempotency-Key contract around an HTTP handler. The
 // adapters in ginmw and httpmw call Begin before the application handler
-// and Exchange.Finish after it. A Handler is safe for concurrent use.
-type Handler struct {
-	store *redisstore.Store
-	o     Options
+// and Exchange.Finish after it. A Guard is safe for concurrent use.
+type Guard struct {
+	store     *redisstore.Store
+	o         Config
+	omit      map[string]bool // response headers never stored: always-omitted ones and Options.OmitHeaders
+	hintScope *sync.Once      // the configuration hint about scopes, logged once per process
 }
 
-// New returns a Handler on store. It panics if store is nil or opts holds a
+// New returns a Guard on store. It panics if store is nil or opts holds a
 // negative limit: both are programming errors.
-func New(store *redisstore.Store, opts Options) *Handler {
+func New(store *redisstore.Store, opts Config) *Guard {
 	if store == nil {
 		panic("idemkey: nil store")
 	}
-	return &Handler{store: store, o: opts.withDefaults()}
+	o := opts.withDefaults()
+	omit := make(map[string]bool, len(alwaysOmitted)+len(o.OmitHeaders))
+	for _, k := range alwaysOmitted {
+		omit[k] = true
+	}
+	for _, k := range o.OmitHeaders {
+		omit[k] = true
+	}
+	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint}
 }
 
-// Options returns the handler's options, defaults filled in.
-func (h *Handler) Options() Options { return h.o }
+// Logger returns the logger the handler reports to.
+func (h *Guard) Logger() *slog.Logger { return h.o.Logger }
 
 // Exchange is one request the application handler must run: it owns the
 // key's lease from Begin until Finish.
@@ -44,10 +65,12 @@ type Exchange struct {
 	// Recorder is the writer for the handler.
 	Recorder *Recorder
 
-	h      *Handler
-	info   *Info
-	cancel context.CancelCauseFunc
-	stop   func() // ends the lease's supervision
+	h         *Guard
+	info      *Info
+	cancel    context.CancelCauseFunc
+	stop      func() // ends the lease's supervision
+	abandoned bool
+	answered  bool
 }
 
 // Begin does everything before the application handler runs. It returns:
@@ -57,8 +80,8 @@ type Exchange struct {
 //   - x != nil: the caller owns the key: run the handler with x.Request and
 //     x.Recorder (or a writer over it), then call x.Finish.
 //   - neither: Begin has written the response (a replay or a problem).
-func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pass bool) {
-	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r)) {
+func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass bool) {
+	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r, c)) {
 		return nil, true
 	}
 	vals := r.Header.Values(h.o.Header)
@@ -78,10 +101,12 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		h.fail(w, h.keyProblem(strings.TrimPrefix(err.Error(), ErrKey.Error()+": ")))
 		return nil, false
 	}
-	scope, err := h.o.Scope(r)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", h.o.Challenge)
-		h.fail(w, problemScope.with("The caller could not be identified: "+err.Error()+"."))
+	scope, p := h.scope(r, c)
+	if p != nil {
+		if p.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", h.o.Challenge)
+		}
+		h.fail(w, p)
 		return nil, false
 	}
 	body, p := h.readBody(w, r)
@@ -100,8 +125,11 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		label = label[:redisstore.MaxFieldLen] // it is only shown by inspect
 	}
 	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label}
-	c, err := h.claim(r.Context(), req)
-	var ip *redisstore.InProgressError
+	cl, err := h.claim(r.Context(), req)
+	var (
+		ip      *redisstore.InProgressError
+		expired *redisstore.ExpiredError
+	)
 	switch {
 	case err == nil:
 	case errors.As(err, &ip):
@@ -110,33 +138,38 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 	case errors.Is(err, redisstore.ErrMismatch):
 		h.fail(w, &problemKeyReused)
 		return nil, false
+	case errors.As(err, &expired):
+		h.expired(w, expired)
+		return nil, false
 	case r.Context().Err() != nil:
 		return nil, false // the client is gone; nobody reads an answer
 	case errors.Is(err, redisstore.ErrInvalidRequest): // a Scope function returning over 1 KiB
-		h.o.Logger.Error("idemkey: request refused by the store", "key", key, "err", err)
-		h.fail(w, &problem{status: http.StatusInternalServerError, slug: "scope-invalid", title: "Caller scope invalid",
-			detail: "The service derived an invalid scope for this caller. Nothing was processed or stored."})
+		h.o.Logger.Error("idemkey: request refused by the store", "err", err)
+		h.fail(w, &problemScopeInvalid)
 		return nil, false
+	case errors.Is(err, redisstore.ErrUnexpectedReply):
+		h.o.Logger.Error("idemkey: the store answered with something it does not understand; the request was refused", "err", err)
+		h.fail(w, &problemStoreError)
+		return nil, false
+	case h.o.FailOpen && unreachable(err):
+		h.o.Logger.Warn("idemkey: store unreachable, running unprotected", "err", err)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return nil, true
 	default:
-		if h.o.FailOpen {
-			h.o.Logger.Warn("idemkey: store unavailable, running unprotected", "key", key, "err", err)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return nil, true
-		}
-		h.o.Logger.Warn("idemkey: store unavailable", "key", key, "err", err)
+		h.o.Logger.Warn("idemkey: store unavailable", "err", err)
 		h.fail(w, &problemUnavailable)
 		return nil, false
 	}
-	if c.Status == redisstore.Replayed {
-		h.replay(w, c.Response)
+	if cl.Status == redisstore.Replayed {
+		h.replay(w, cl.Response)
 		return nil, false
 	}
-	return h.start(w, r, body, key, c.Lease), false
+	return h.start(w, r, body, key, cl.Lease), false
 }
 
 // claim claims req, and in wait mode keeps claiming while the key is in
 // progress, until the owner finishes or Options.Wait runs out.
-func (h *Handler) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
+func (h *Guard) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
 	deadline := time.Now().Add(h.o.Wait)
 	backoff := 5 * time.Millisecond
 	for {
@@ -163,15 +196,28 @@ func (h *Handler) claim(ctx context.Context, req redisstore.Request) (*redisstor
 
 // start sets up an exchange for the lease's owner: the request with its body
 // restored and the lease in its context, the recorder, and the heartbeat.
-func (h *Handler) start(w http.ResponseWriter, r *http.Request, body []byte, key string, l *redisstore.Lease) *Exchange {
+func (h *Guard) start(w http.ResponseWriter, r *http.Request, body []byte, key string, l *redisstore.Lease) *Exchange {
 	info := &Info{Key: key, Lease: l, timeout: h.o.Timeout}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), ctxKey{}, info))
+	// The run outlives its client: a client that gives up (times out,
+	// disconnects) must not stop a handler halfway after its side effect,
+	// or its retry would run it again. The handler's context keeps the
+	// request's values and is cancelled only by a lost lease, MaxDuration
+	// or Options.Shutdown.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, info))
 	r2 := r.WithContext(ctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.ContentLength = int64(len(body))
-	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes), h: h, info: info, cancel: cancel}
+	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes, h.omit), h: h, info: info, cancel: cancel}
 
-	x.stop = l.Supervise(cancel)
+	stopSupervise := l.Supervise(cancel)
+	x.stop = stopSupervise
+	if h.o.Shutdown != nil {
+		stopShutdown := context.AfterFunc(h.o.Shutdown, func() { cancel(ErrShutdown) })
+		x.stop = func() {
+			stopShutdown()
+			stopSupervise()
+		}
+	}
 	return x
 }
 
@@ -189,44 +235,55 @@ func (x *Exchange) Finish(panicked any) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), h.o.Timeout)
 	defer cancel()
 	l := x.info.Lease
-	if panicked != nil || rec.hijacked || !h.o.Store(rec.status) {
+	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
 		if err := l.Release(ctx); err != nil {
-			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "key", x.info.Key, "err", err)
+			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
 		}
 	} else if err := l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
-			"key", x.info.Key, "status", rec.status, "err", err)
+			"status", rec.status, "err", err)
 	} else if err != nil {
 		h.o.Logger.Error("idemkey: outcome not stored; a retry after the lease will run the handler again unless it resumes from a checkpoint",
-			"key", x.info.Key, "status", rec.status, "err", err)
+			"status", rec.status, "err", err)
 	}
-	if panicked == nil {
+	if panicked == nil && !x.abandoned {
 		rec.flushHeld()
+		x.answered = true
 	}
 }
 
+// Abandon says the handler gave no answer (it returned an error to the
+// framework without writing, as Gin handlers do with c.Error): Finish
+// releases the key and sends nothing, and the caller answers the request.
+func (x *Exchange) Abandon() { x.abandoned = true }
+
+// Answered reports whether Finish sent the handler's response (or it was
+// streamed): the response on the wire is the stored one and must not change.
+func (x *Exchange) Answered() bool { return x.answered || x.Recorder.streaming }
+
 // encode turns the recorded response into the stored outcome.
-func (h *Handler) encode(rec *Recorder) redisstore.Response {
-	hdr := rec.storedHeader(h.o.OmitHeaders)
+func (h *Guard) encode(rec *Recorder) redisstore.Response {
+	hdr := rec.storedHeader()
 	body := rec.body
 	if rec.oversize {
 		p := problem{status: rec.status, slug: "response-too-large", title: "Response too large to replay",
 			detail: fmt.Sprintf("The original response had a body of %d bytes, more than the %d bytes kept for replay. The request ran once and this is its status; its body cannot be sent again.", rec.size, h.o.MaxResponseBytes)}
 		body = p.body(h.o.ProblemBase)
 		hdr = hdr.Clone() // may be the snapshot itself
+		for _, k := range describeBody {
+			delete(hdr, k)
+		}
 		hdr.Set("Content-Type", "application/problem+json")
-		hdr.Del("Content-Encoding")
 	}
 	return redisstore.Response{Code: rec.status, Body: appendResponse(nil, hdr, body, rec.oversize)}
 }
 
 // replay writes a stored outcome with Idempotent-Replayed: true.
-func (h *Handler) replay(w http.ResponseWriter, stored redisstore.Response) {
+func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
 	resp, err := DecodeResponse(stored.Code, stored.Body)
 	if err != nil {
 		h.o.Logger.Error("idemkey: stored response unreadable", "err", err)
-		h.fail(w, &problem{status: http.StatusInternalServerError, slug: "stored-response-unreadable", title: "Stored response unreadable",
-			detail: "The stored outcome of this request cannot be read. The request ran once; contact the service."})
+		h.fail(w, &problemStoredUnreadable)
 		return
 	}
 	hdr := w.Header()
@@ -238,8 +295,50 @@ func (h *Handler) replay(w http.ResponseWriter, stored redisstore.Response) {
 	_, _ = w.Write(resp.Body)
 }
 
+// expired answers a retry whose outcome expired but whose tombstone remains:
+// the original status, with a response-expired problem, as a replay.
+func (h *Guard) expired(w http.ResponseWriter, e *redisstore.ExpiredError) {
+	status := e.Code
+	if status < 200 || status > 599 {
+		status = http.StatusGone
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	(&problem{status: status, slug: "response-expired", title: "Response expired",
+		detail: "This request ran before; its response is no longer kept, only the fact that it ran and its status. It will not run again with this key."}).write(w, h.o.ProblemBase)
+}
+
+// scope returns the caller's scope, or the problem to answer.
+func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
+	scope, err := h.o.Scope(r, c)
+	switch {
+	case errors.Is(err, ErrNoCredential):
+		h.hintScope.Do(func() {
+			h.o.Logger.Error("idemkey: a request presented no credential the default scope knows (Authorization or X-API-Key), so it was refused with 500 scope-required. " +
+				"Set Options.Scope to your authenticated caller (an account or user ID), or to SharedScope for endpoints without callers.")
+		})
+		return "", &problemScopeRequired
+	case err != nil:
+		h.o.Logger.Warn("idemkey: the caller could not be identified (Options.Scope failed)", "err", err)
+		return "", &problemScope
+	case scope == "":
+		h.hintScope.Do(func() {
+			h.o.Logger.Error("idemkey: Options.Scope returned an empty scope, so the request was refused with 500 scope-required. " +
+				"Return the authenticated caller (an account or user ID), or an error when there is none.")
+		})
+		return "", &problemScopeRequired
+	}
+	return scope, nil
+}
+
+// unreachable reports whether a claim failed because Redis could not be
+// reached (or did not answer in time), rather than because it answered.
+func unreachable(err error) bool {
+	var re redis.Error
+	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.Is(err, redisstore.ErrUnexpectedReply) && !errors.As(err, &re)
+}
+
 // fail writes a problem, with Retry-After where the client should retry.
-func (h *Handler) fail(w http.ResponseWriter, p *problem) {
+func (h *Guard) fail(w http.ResponseWriter, p *problem) {
 	if p.status == http.StatusConflict || p.status == http.StatusServiceUnavailable {
 		q := *p
 		q.retryAfter = h.o.RetryAfter
@@ -248,7 +347,7 @@ func (h *Handler) fail(w http.ResponseWriter, p *problem) {
 	p.write(w, h.o.ProblemBase)
 }
 
-func (h *Handler) keyProblem(detail string) *problem {
+func (h *Guard) keyProblem(detail string) *problem {
 	return &problem{status: http.StatusBadRequest, slug: "key-malformed", title: "Idempotency key malformed",
 		detail: fmt.Sprintf("The %s header is malformed: %s. Send 1 to %d visible ASCII characters (a UUID works), as a bare value or an RFC 8941 quoted string.", h.o.Header, detail, MaxKeyLen)}
 }
@@ -256,7 +355,7 @@ func (h *Handler) keyProblem(detail string) *problem {
 // readBody reads the whole request body, within MaxBodyBytes and
 // BodyTimeout, before anything is claimed: a body that is too large, too
 // slow or cut short never holds a key.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
+func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
 	if r.ContentLength > h.o.MaxBodyBytes {
 		return nil, h.tooLarge()
 	}
@@ -280,7 +379,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *pro
 	return body, nil
 }
 
-func (h *Handler) tooLarge() *problem {
+func (h *Guard) tooLarge() *problem {
 	return problemBodyTooLarge.with(fmt.Sprintf("The request body exceeds %d bytes. Nothing was processed or stored.", h.o.MaxBodyBytes))
 }
 

@@ -30,7 +30,16 @@ var (
 		detail: "The request body did not arrive in time. Nothing was processed or stored; retry with the same key."}
 	problemBodyUnreadable = problem{status: http.StatusBadRequest, slug: "body-unreadable", title: "Request body unreadable",
 		detail: "The request body could not be read in full (truncated or aborted). Nothing was processed or stored; retry with the same key."}
-	problemScope = problem{status: http.StatusUnauthorized, slug: "caller-unknown", title: "Caller not identified"}
+	problemScope = problem{status: http.StatusUnauthorized, slug: "caller-unknown", title: "Caller not identified",
+		detail: "The caller could not be identified, and idempotency keys belong to a caller. Authenticate and retry with the same key."}
+	problemScopeRequired = problem{status: http.StatusInternalServerError, slug: "scope-required", title: "Caller scope not configured",
+		detail: "The service cannot tell which caller this request comes from, so it cannot keep callers' idempotency keys apart. Nothing was processed or stored; the service must be configured to identify callers."}
+	problemScopeInvalid = problem{status: http.StatusInternalServerError, slug: "scope-invalid", title: "Caller scope invalid",
+		detail: "The service derived an invalid scope for this caller. Nothing was processed or stored."}
+	problemStoreError = problem{status: http.StatusInternalServerError, slug: "store-error", title: "Idempotency store error",
+		detail: "The idempotency store gave an answer this service cannot use. Nothing was processed; contact the service."}
+	problemStoredUnreadable = problem{status: http.StatusInternalServerError, slug: "stored-response-unreadable", title: "Stored response unreadable",
+		detail: "The stored outcome of this request cannot be read. The request ran once; contact the service."}
 )
 
 type problemBody struct {
