@@ -168,4 +168,3 @@ func TestGinHelpers(t *testing.T) {
 	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/free", nil))
 	require.Equal(t, http.StatusOK, w.Code)
 }
-

@@ -3,8 +3,8 @@ package httpcore
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"

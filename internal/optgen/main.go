@@ -272,5 +272,3 @@ func gofmt(b []byte) ([]byte, error) {
 	}
 	return out, nil
 }
-
-
