@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -89,7 +88,7 @@ func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchang
 		if h.o.Optional {
 			return nil, true
 		}
-		h.fail(w, problemKeyMissing.with(fmt.Sprintf("This endpoint requires the %s header: a unique value per operation (a UUID works), sent again unchanged on every retry.", h.o.Header)))
+		h.fail(w, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
 		return nil, false
 	}
 	if len(vals) > 1 {
@@ -97,8 +96,9 @@ func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchang
 		return nil, false
 	}
 	key, err := ParseKey(vals[0])
-	if err != nil {
-		h.fail(w, h.keyProblem(strings.TrimPrefix(err.Error(), ErrKey.Error()+": ")))
+	var kerr *KeyError
+	if errors.As(err, &kerr) {
+		h.fail(w, h.keyProblem(kerr.Reason))
 		return nil, false
 	}
 	scope, p := h.scope(r, c)
@@ -266,8 +266,8 @@ func (h *Guard) encode(rec *Recorder) redisstore.Response {
 	hdr := rec.storedHeader()
 	body := rec.body
 	if rec.oversize {
-		p := problem{status: rec.status, slug: "response-too-large", title: "Response too large to replay",
-			detail: fmt.Sprintf("The original response had a body of %d bytes, more than the %d bytes kept for replay. The request ran once and this is its status; its body cannot be sent again.", rec.size, h.o.MaxResponseBytes)}
+		p := problemResponseTooLarge.with(fmt.Sprintf(detailResponseTooLarge, rec.size, h.o.MaxResponseBytes))
+		p.status = rec.status
 		body = p.body(h.o.ProblemBase)
 		hdr = hdr.Clone() // may be the snapshot itself
 		for _, k := range describeBody {
@@ -303,8 +303,9 @@ func (h *Guard) expired(w http.ResponseWriter, e *redisstore.ExpiredError) {
 		status = http.StatusGone
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
-	(&problem{status: status, slug: "response-expired", title: "Response expired",
-		detail: "This request ran before; its response is no longer kept, only the fact that it ran and its status. It will not run again with this key."}).write(w, h.o.ProblemBase)
+	p := problemResponseExpired
+	p.status = status
+	p.write(w, h.o.ProblemBase)
 }
 
 // scope returns the caller's scope, or the problem to answer.
@@ -348,8 +349,7 @@ func (h *Guard) fail(w http.ResponseWriter, p *problem) {
 }
 
 func (h *Guard) keyProblem(detail string) *problem {
-	return &problem{status: http.StatusBadRequest, slug: "key-malformed", title: "Idempotency key malformed",
-		detail: fmt.Sprintf("The %s header is malformed: %s. Send 1 to %d visible ASCII characters (a UUID works), as a bare value or an RFC 8941 quoted string.", h.o.Header, detail, MaxKeyLen)}
+	return problemKeyMalformed.with(fmt.Sprintf(detailKeyMalformed, h.o.Header, detail, MaxKeyLen))
 }
 
 // readBody reads the whole request body, within MaxBodyBytes and
@@ -380,7 +380,7 @@ func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *probl
 }
 
 func (h *Guard) tooLarge() *problem {
-	return problemBodyTooLarge.with(fmt.Sprintf("The request body exceeds %d bytes. Nothing was processed or stored.", h.o.MaxBodyBytes))
+	return problemBodyTooLarge.with(fmt.Sprintf(detailBodyTooLarge, h.o.MaxBodyBytes))
 }
 
 // readAll reads r to its end into a buffer sized for a body of n bytes
