@@ -57,7 +57,9 @@ func SharedScope(name string) func(*gin.Context) (string, error) {
 // New returns Gin middleware that protects the handlers after it with store.
 // It panics if store is nil or opts holds a negative limit.
 func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
-	core := httpcore.New(store, opts.config())
+	cfg := opts.config()
+	cfg.Route = func(_ *http.Request, c any) string { return c.(*gin.Context).FullPath() }
+	core := httpcore.New(store, cfg)
 	return func(c *gin.Context) {
 		x, pass := core.Begin(c.Writer, c.Request, c)
 		switch {

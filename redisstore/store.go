@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/lua"
+	"github.com/idemkey/idemkey/observe"
 )
 
 var (
@@ -25,6 +26,10 @@ var (
 	extendScript     = redis.NewScript(lua.Extend)
 	checkpointScript = redis.NewScript(lua.Checkpoint)
 	lookupScript     = redis.NewScript(lua.Lookup)
+
+	// scriptNames names the scripts for the observer.
+	scriptNames = map[*redis.Script]string{claimScript: "claim", legacyScript: "legacy", completeScript: "complete",
+		releaseScript: "release", extendScript: "extend", checkpointScript: "checkpoint", lookupScript: "lookup"}
 
 	// sources maps the scripts that run with WAIT (Options.Replicas), the
 	// writes a failover must not lose, to their source.
@@ -88,6 +93,11 @@ type Options struct {
 	// milliseconds (WAIT with 0 would wait for ever). Default: 100ms.
 	ReplicaTimeout time.Duration
 
+	// Observer, if set, receives every decision the store, Store.Do and the
+	// HTTP middleware on this store make, and every Redis call (package
+	// observe). It is called synchronously: keep it fast. Default: nil.
+	Observer observe.Observer
+
 	// MaxDuration bounds how long an operation may run: past it, the
 	// context given to [Store.Do]'s function (or supervised by
 	// [Lease.Supervise]) is cancelled with cause ErrMaxDuration and the
@@ -112,6 +122,7 @@ type Store struct {
 	retentionMS    string
 	thresholdMS    string // retention - lease: a started record's PTTL stays above it while its lease is held
 	tombstoneMS    string
+	obs            observe.Observer
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -183,6 +194,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
 		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
+		obs:            opts.Observer,
 	}, nil
 }
 
@@ -201,8 +213,12 @@ func honoursDeadlines(client redis.Scripter) bool {
 // Options returns the options the store runs with, defaults filled in.
 func (s *Store) Options() Options {
 	return Options{Prefix: s.prefix, Retention: s.retention, TombstoneRetention: s.tombstone, Lease: s.lease,
-		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout}
+		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout,
+		Observer: s.obs}
 }
+
+// Observer returns Options.Observer, for the middleware built on the store.
+func (s *Store) Observer() observe.Observer { return s.obs }
 
 // Request names one operation: who asks, which logical operation, and what
 // exactly it asks for.
@@ -386,6 +402,17 @@ func (s *Store) decodeClaimReply(l *Lease, reply any, err error) (*Claim, error)
 // failed without an answer from Redis, so that Redis may have run it:
 // at once, or when a call that was given up on gets its answer.
 func (s *Store) call(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args ...any) (any, error) {
+	if s.obs == nil {
+		return s.callBounded(ctx, uncertain, script, keys, args)
+	}
+	start := time.Now()
+	reply, err := s.callBounded(ctx, uncertain, script, keys, args)
+	s.obs.Redis(ctx, &observe.Call{Script: scriptNames[script], Start: start, Duration: time.Since(start), Err: err})
+	return reply, err
+}
+
+// callBounded is call, without the observer.
+func (s *Store) callBounded(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args []any) (any, error) {
 	if s.bounded {
 		reply, err := s.eval(ctx, script, keys, args...)
 		if err != nil && reply == nil && uncertain != nil && !isRedisReply(err) {

@@ -26,6 +26,7 @@ import (
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/httpcore"
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -90,6 +91,9 @@ func newEnv(t *testing.T, b backend, mount Mount, cfg envConfig) *env {
 	t.Cleanup(e.app.open) // before the server closes: no handler stays blocked
 	return e
 }
+
+// storeOptions returns store options that report to obs.
+func storeOptions(obs observe.Observer) redisstore.Options { return redisstore.Options{Observer: obs} }
 
 // response is what a client got.
 type response struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -33,6 +34,7 @@ type Guard struct {
 	o         Config
 	omit      map[string]bool // response headers never stored: always-omitted ones and Options.OmitHeaders
 	hintScope *sync.Once      // the configuration hint about scopes, logged once per process
+	obs       observe.Observer // the store's; nil when nobody observes
 }
 
 // New returns a Guard on store. It panics if store is nil or opts holds a
@@ -49,7 +51,7 @@ func New(store *redisstore.Store, opts Config) *Guard {
 	for _, k := range o.OmitHeaders {
 		omit[k] = true
 	}
-	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint}
+	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer()}
 }
 
 // Logger returns the logger the handler reports to.
@@ -70,6 +72,8 @@ type Exchange struct {
 	stop      func() // ends the lease's supervision
 	abandoned bool
 	answered  bool
+	route     string    // for the observer
+	started   time.Time // for the observer
 }
 
 // Begin does everything before the application handler runs. It returns:
@@ -80,6 +84,17 @@ type Exchange struct {
 //     x.Recorder (or a writer over it), then call x.Finish.
 //   - neither: Begin has written the response (a replay or a problem).
 func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass bool) {
+	if h.obs == nil {
+		return h.begin(w, r, c, nil)
+	}
+	n := &note{}
+	x, pass = h.begin(w, r, c, n)
+	h.observeBegin(r, c, n, x)
+	return x, pass
+}
+
+// begin is Begin; n, when not nil, takes notes for the observer.
+func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x *Exchange, pass bool) {
 	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r, c)) {
 		return nil, true
 	}
@@ -88,35 +103,36 @@ func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchang
 		if h.o.Optional {
 			return nil, true
 		}
-		h.fail(w, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
+		h.refuse(w, n, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
 		return nil, false
 	}
 	if len(vals) > 1 {
-		h.fail(w, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
+		h.refuse(w, n, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
 		return nil, false
 	}
 	key, err := ParseKey(vals[0])
 	var kerr *KeyError
 	if errors.As(err, &kerr) {
-		h.fail(w, h.keyProblem(kerr.Reason))
+		h.refuse(w, n, h.keyProblem(kerr.Reason))
 		return nil, false
 	}
 	scope, p := h.scope(r, c)
+	n.keyed(scope, key)
 	if p != nil {
 		if p.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", h.o.Challenge)
 		}
-		h.fail(w, p)
+		h.refuse(w, n, p)
 		return nil, false
 	}
 	body, p := h.readBody(w, r)
 	if p != nil {
-		h.fail(w, p)
+		h.refuse(w, n, p)
 		return nil, false
 	}
 	fp, p := h.fingerprint(r, body)
 	if p != nil {
-		h.fail(w, p)
+		h.refuse(w, n, p)
 		return nil, false
 	}
 
@@ -133,35 +149,42 @@ func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchang
 	switch {
 	case err == nil:
 	case errors.As(err, &ip):
-		h.fail(w, &problemInProgress)
+		h.refuse(w, n, &problemInProgress)
 		return nil, false
 	case errors.Is(err, redisstore.ErrMismatch):
-		h.fail(w, &problemKeyReused)
+		h.refuse(w, n, &problemKeyReused)
 		return nil, false
 	case errors.As(err, &expired):
 		h.expired(w, expired)
+		n.set(observe.Expired, problemResponseExpired.slug, nil)
+		n.setStatus(expired.Code)
 		return nil, false
 	case r.Context().Err() != nil:
+		n.set(observe.Unavailable, "", err)
 		return nil, false // the client is gone; nobody reads an answer
 	case errors.Is(err, redisstore.ErrInvalidRequest): // a Scope function returning over 1 KiB
 		h.o.Logger.Error("idemkey: request refused by the store", "err", err)
-		h.fail(w, &problemScopeInvalid)
+		h.refuse(w, n, &problemScopeInvalid)
 		return nil, false
 	case errors.Is(err, redisstore.ErrUnexpectedReply):
 		h.o.Logger.Error("idemkey: the store answered with something it does not understand; the request was refused", "err", err)
-		h.fail(w, &problemStoreError)
+		h.refuse(w, n, &problemStoreError)
 		return nil, false
 	case h.o.FailOpen && unreachable(err):
 		h.o.Logger.Warn("idemkey: store unreachable, running unprotected", "err", err)
+		n.set(observe.FailOpen, "", err)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return nil, true
 	default:
 		h.o.Logger.Warn("idemkey: store unavailable", "err", err)
-		h.fail(w, &problemUnavailable)
+		h.refuse(w, n, &problemUnavailable)
+		n.set(observe.Unavailable, problemUnavailable.slug, err)
 		return nil, false
 	}
 	if cl.Status == redisstore.Replayed {
 		h.replay(w, cl.Response)
+		n.set(observe.Replayed, "", nil)
+		n.setStatus(cl.Response.Code)
 		return nil, false
 	}
 	return h.start(w, r, body, key, cl.Lease), false
@@ -235,16 +258,29 @@ func (x *Exchange) Finish(panicked any) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), h.o.Timeout)
 	defer cancel()
 	l := x.info.Lease
+	kind, err := observe.Completed, error(nil)
 	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
-		if err := l.Release(ctx); err != nil {
+		kind = observe.Released
+		if panicked != nil {
+			h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
+		}
+		if err = l.Release(ctx); err != nil {
 			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
 		}
-	} else if err := l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
+	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
 			"status", rec.status, "err", err)
+	} else if errors.Is(err, redisstore.ErrLeaseLost) {
+		kind = observe.Fenced
+		h.o.Logger.Warn("idemkey: outcome not stored: the lease was lost (another attempt took the key over while this one ran)",
+			"status", rec.status, "attempt", l.Attempt)
 	} else if err != nil {
+		kind = observe.NotStored
 		h.o.Logger.Error("idemkey: outcome not stored; a retry after the lease will run the handler again unless it resumes from a checkpoint",
 			"status", rec.status, "err", err)
+	}
+	if h.obs != nil {
+		h.observeFinish(x, kind, err)
 	}
 	if panicked == nil && !x.abandoned {
 		rec.flushHeld()
@@ -336,6 +372,12 @@ func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
 func unreachable(err error) bool {
 	var re redis.Error
 	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.Is(err, redisstore.ErrUnexpectedReply) && !errors.As(err, &re)
+}
+
+// refuse writes a problem and notes it for the observer.
+func (h *Guard) refuse(w http.ResponseWriter, n *note, p *problem) {
+	n.refused(p)
+	h.fail(w, p)
 }
 
 // fail writes a problem, with Retry-After where the client should retry.

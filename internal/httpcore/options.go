@@ -37,6 +37,10 @@ type Config struct {
 	ProblemBase        string
 	Shutdown           context.Context
 	Logger             *slog.Logger
+
+	// Route, set by the adapter, returns the route's pattern for the
+	// observer (Gin's FullPath), or "" to use the ServeMux pattern or path.
+	Route func(r *http.Request, c any) string
 }
 
 // DefaultProblemBase is the default Options.ProblemBase: the problem types
