@@ -32,8 +32,8 @@ var ErrShutdown = errors.New("idemkey: server shutting down")
 type Guard struct {
 	store     *redisstore.Store
 	o         Config
-	omit      map[string]bool // response headers never stored: always-omitted ones and Options.OmitHeaders
-	hintScope *sync.Once      // the configuration hint about scopes, logged once per process
+	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
+	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
 	obs       observe.Observer // the store's; nil when nobody observes
 }
 
