@@ -194,9 +194,11 @@ func testStore(t *testing.T, b backend) {
 		require.Empty(t, old.RecoveryPoint)
 		require.NoError(t, old.Checkpoint(ctx, "charged", []byte(`{"charge":"ch_1"}`)))
 
-		// The owner stops heartbeating: its lease lapses.
+		// The owner stops heartbeating: its lease lapses. Another process
+		// takes over.
 		b.expireLease(t, s, req)
-		c2, err := s.Claim(ctx, req)
+		s2 := newStore(t, b, Options{Lease: 200 * time.Millisecond})
+		c2, err := s2.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, TookOver, c2.Status)
 		cur := c2.Lease
@@ -206,7 +208,7 @@ func testStore(t *testing.T, b backend) {
 		require.Equal(t, old.DerivedKey("charge"), cur.DerivedKey("charge"), "derived keys must survive a takeover")
 
 		// A third caller sees the new owner at work.
-		_, err = s.Claim(ctx, req)
+		_, err = newStore(t, b, Options{}).Claim(ctx, req)
 		require.ErrorIs(t, err, ErrInProgress)
 
 		// The old owner wakes up: every write it tries is fenced off.

@@ -35,6 +35,7 @@ type Guard struct {
 	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
 	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
 	obs       observe.Observer // the store's; nil when nobody observes
+	lease     time.Duration    // the store's
 }
 
 // New returns a Guard on store. It panics if store is nil or opts holds a
@@ -51,7 +52,7 @@ func New(store *redisstore.Store, opts Config) *Guard {
 	for _, k := range o.OmitHeaders {
 		omit[k] = true
 	}
-	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer()}
+	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer(), lease: store.Options().Lease}
 }
 
 // Logger returns the logger the handler reports to.
@@ -190,31 +191,18 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 	return h.start(w, r, body, key, cl.Lease), false
 }
 
-// claim claims req, and in wait mode keeps claiming while the key is in
-// progress, until the owner finishes or Options.Wait runs out.
+// claim claims req; in wait mode, while the key is in progress, it waits up
+// to Options.Wait for the owner's outcome (redisstore.Store.Await).
 func (h *Guard) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
-	deadline := time.Now().Add(h.o.Wait)
-	backoff := 5 * time.Millisecond
-	for {
-		cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
-		c, err := h.store.Claim(cctx, req)
-		cancel()
-		if !errors.Is(err, redisstore.ErrInProgress) || h.o.Wait == 0 {
-			return c, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return c, err
-		}
-		t := time.NewTimer(min(backoff, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 100*time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+	c, err := h.store.Claim(cctx, req)
+	cancel()
+	if h.o.Wait == 0 || !errors.Is(err, redisstore.ErrInProgress) {
+		return c, err
 	}
+	wctx, cancel := context.WithTimeout(ctx, h.o.Wait)
+	defer cancel()
+	return h.store.Await(wctx, req)
 }
 
 // start sets up an exchange for the lease's owner: the request with its body
@@ -255,7 +243,10 @@ func (x *Exchange) Finish(panicked any) {
 	h, rec := x.h, x.Recorder
 	rec.Commit()
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), h.o.Timeout)
+	// The side effect has happened: storing its outcome is worth waiting for
+	// up to the lease (no one else may take the key over before it ends),
+	// or Timeout if longer. The response is held back meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), max(h.o.Timeout, h.lease))
 	defer cancel()
 	l := x.info.Lease
 	kind, err := observe.Completed, error(nil)
