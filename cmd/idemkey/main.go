@@ -26,11 +26,11 @@ import (
 const usage = `idemkey: retried requests, made safe.
 
 Usage:
-  idemkey demo [flags]             run a retry storm against the payments API on embedded Redis
-  idemkey serve [flags]            serve the example payments API (examples/payments)
-  idemkey storm --url URL [flags]  retry-storm any HTTP endpoint that takes Idempotency-Key
-  idemkey inspect [flags] KEY      show the idempotency record of a key
-  idemkey verify --url URL [flags] check an endpoint's idempotency contract, clause by clause
+  idemkey demo [flags]              run a retry storm against the payments API on embedded Redis
+  idemkey serve [flags]             serve the example payments API (examples/payments)
+  idemkey storm --url URL [flags]   retry-storm any HTTP endpoint that takes Idempotency-Key
+  idemkey inspect [flags] KEY       show the idempotency record of a key
+  idemkey verify --url URL [flags]  check one endpoint's idempotency contract, clause by clause
 
 Run 'idemkey <command> -h' for the flags of a command.
 `

@@ -197,9 +197,10 @@ func parseHTTPURL(raw string) (*url.URL, error) {
 }
 
 func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("verify", "--url URL [--method POST] [--body JSON | --body-file F] [--alt-body JSON] [-H 'Name: value']... "+
-		"[--key-header Idempotency-Key] [--parallel 20] [--optional-key] [--count-url URL --count-field NAME] "+
-		"[--fault-header 'Name: value'] [--timeout 10s] [--json] [--report FILE.md]", verifyAbout, stderr)
+	fs := newFlagSet("verify", "--url URL [--method POST] [--body JSON | --body-file F] [--alt-body JSON]\n"+
+		"                      [-H 'Name: value']... [--key-header Idempotency-Key] [--parallel 20] [--optional-key]\n"+
+		"                      [--count-url URL --count-field NAME] [--fault-header 'Name: value']\n"+
+		"                      [--timeout 10s] [--json] [--report FILE.md]", verifyAbout, stderr)
 	var headers headerList
 	var (
 		target      = fs.String("url", "", "the endpoint's `URL`, http or https (required)")
