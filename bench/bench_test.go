@@ -16,7 +16,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Run with: go test ./bench -bench . -run '^$' [-benchtime 2s] [-cpuprofile cpu.out -memprofile mem.out]
+// Run with: go -C bench test . -bench . -run '^$' [-benchtime 2s] [-cpuprofile cpu.out -memprofile mem.out]
 //
 // BenchmarkStore times the store's operations, one at a time, so ns/op is a
 // round trip's latency plus our Go work. BenchmarkGin serves the contenders

@@ -33,7 +33,7 @@ const (
 	PhaseCost    = "cost"    // Redis round trips and commands per request
 	PhaseMemory  = "memory"  // Redis memory per stored record
 	PhaseCluster = "cluster" // the storm against a 3-master cluster
-	PhasePeers   = "peers"   // go -C bench/peers run . -json
+	PhasePeers   = "peers"   // go -C bench run ./cmd/peers -json
 )
 
 // AllPhases lists every phase, in the order a run makes them.
@@ -59,9 +59,9 @@ type Config struct {
 	Masters int `json:"masters"`
 	// Phases selects what to measure; nil means AllPhases.
 	Phases []string `json:"phases"`
-	// PeersDir is the bench/peers module; "" finds it from the working
-	// directory upwards.
-	PeersDir string `json:"-"`
+	// ModuleDir is the bench module's directory, where the peers phase runs
+	// cmd/peers; "" finds it with FindModule.
+	ModuleDir string `json:"-"`
 	// Command is recorded in the results as the command that made them.
 	Command string `json:"-"`
 	// Log receives progress lines; nil discards them.
@@ -221,7 +221,14 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	if r.cfg.has(PhasePeers) {
-		p, err := runPeers(ctx, r.cfg, r.log)
+		dir := r.cfg.ModuleDir
+		if dir == "" {
+			var err error
+			if dir, err = FindModule(); err != nil {
+				return fmt.Errorf("peers: %w", err)
+			}
+		}
+		p, err := runPeers(ctx, dir, r.cfg, r.log)
 		if err != nil {
 			return fmt.Errorf("peers: %w", err)
 		}

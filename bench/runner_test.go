@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/bench/peers"
 	"github.com/idemkey/idemkey/internal/redistest"
 )
 
@@ -19,7 +21,7 @@ import (
 func TestRunnerQuick(t *testing.T) {
 	redistest.Binary(t) // skip, or fail with IDEMKEY_REQUIRE_REDIS=1, without redis-server
 	cfg := QuickConfig()
-	cfg.Command = "go test ./bench -run TestRunnerQuick"
+	cfg.Command = "go -C bench test . -run TestRunnerQuick"
 	cfg.Log = testLog{t}
 	res, err := Run(t.Context(), cfg)
 	require.NoError(t, err)
@@ -74,20 +76,48 @@ func TestRunnerQuick(t *testing.T) {
 	require.Contains(t, text.String(), "ok   storm, cluster")
 }
 
+// TestDecodePeers reads what cmd/peers prints (peers.Results encoded as its
+// main does) back into the runner's Peers: one type on both sides.
 func TestDecodePeers(t *testing.T) {
-	p, err := decodePeers([]byte(`{"library":"github.com/gofiber/fiber/v3/middleware/idempotency","fiber_version":"v3.1.0",
-		"first_overhead_ratio_median":0.41,"replay_rps":30000,
-		"storm":{"instances":1,"keys":2000,"handler_executions":2000,"executions_max":1,"divergent_keys":0,"verdict":"pass"},
-		"storm_two_instances":{"instances":2,"keys":2000,"handler_executions":2950,"executions_max":2,"divergent_keys":700,"verdict":"fail"},
-		"notes":["n"]}`))
+	want := peers.Results{Library: "github.com/gofiber/fiber/v3/middleware/idempotency", FiberVersion: "v3.1.0",
+		FirstOverheadRatioMedian: 0.41, ReplayRPS: 30000,
+		Storm:             &peers.Storm{Instances: 1, Keys: 2000, HandlerExecutions: 2000, ExecutionsMax: 1, Verdict: "pass"},
+		StormTwoInstances: &peers.Storm{Instances: 2, Keys: 2000, HandlerExecutions: 2950, ExecutionsMax: 2, DivergentKeys: 700, Verdict: "fail"},
+		Notes:             []string{"n"}}
+	b, err := json.MarshalIndent(want, "", "  ")
 	require.NoError(t, err)
-	require.Equal(t, 0.41, p.FirstOverheadRatioMedian)
-	require.Equal(t, 2, p.StormTwoInstances.ExecutionsMax)
-	require.Equal(t, 700, p.StormTwoInstances.DivergentKeys)
+	p, err := decodePeers(b)
+	require.NoError(t, err)
+	require.Equal(t, want, p.Results)
 	_, err = decodePeers([]byte(`{}`))
 	require.Error(t, err)
 	require.Equal(t, []string{"-json", "-rounds", "5", "-duration", "1.5s", "-concurrency", "64", "-replay-keys", "1000",
 		"-keys", "2000", "-dups", "10", "-storm-concurrency", "128"}, peersArgs(DefaultConfig()))
+
+	// Embedded in the runner's results, the peer's fields sit beside the
+	// command that made them.
+	b, err = json.Marshal(&Peers{Command: "c", Results: want})
+	require.NoError(t, err)
+	var flat map[string]any
+	require.NoError(t, json.Unmarshal(b, &flat))
+	require.Equal(t, "c", flat["command"])
+	require.Equal(t, 0.41, flat["first_overhead_ratio_median"])
+}
+
+func TestFindModule(t *testing.T) {
+	dir, err := FindModule()
+	require.NoError(t, err)
+	require.True(t, isModule(dir))
+	root := filepath.Dir(dir)
+	require.False(t, isModule(root), "the repository's root is idemkey's module")
+	t.Chdir(root)
+	got, err := FindModule()
+	require.NoError(t, err)
+	require.Equal(t, dir, got, "found from the repository's root too")
+	t.Chdir(filepath.Join(dir, "peers"))
+	got, err = FindModule()
+	require.NoError(t, err)
+	require.Equal(t, dir, got, "found from below")
 }
 
 func TestJemallocSize(t *testing.T) {

@@ -1,11 +1,11 @@
 // Command storm-bench runs idemkey's benchmark scenarios and writes
 // bench/RESULTS.md. See bench/README.md.
 //
-// Usage:
+// Usage (from the repository's root):
 //
-//	go run ./bench/cmd/storm-bench [-quick] [-rounds 5] [-duration 1.5s] [-phases first,replay,...]
-//	                                [-results bench/RESULTS.md] [-write=true] [-json FILE]
-//	                                [-cpuprofile FILE] [-memprofile FILE]
+//	go -C bench run ./cmd/storm-bench [-quick] [-rounds 5] [-duration 1.5s] [-phases first,replay,...]
+//	                                  [-results RESULTS.md] [-write=true] [-json FILE]
+//	                                  [-cpuprofile FILE] [-memprofile FILE]
 //
 // It exits 0 when every check passed, 1 when one failed, 2 on a usage error
 // or when a measurement could not be made.
@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -45,8 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stormConc := fs.Int("storm-concurrency", d.StormConcurrency, "storm: concurrent workers")
 	costReqs := fs.Int("cost-requests", d.CostRequests, "requests per case when counting Redis commands")
 	phases := fs.String("phases", "all", "comma-separated phases to run: "+strings.Join(bench.AllPhases, ","))
-	peersDir := fs.String("peers-dir", "", "path of the bench/peers module (default: found from the working directory)")
-	results := fs.String("results", "bench/RESULTS.md", "Markdown file the results are written to")
+	moduleDir := fs.String("bench-dir", "", "directory of the bench module (default: found from the working directory)")
+	results := fs.String("results", "", "Markdown file the results are written to (default: RESULTS.md of the bench module)")
 	write := fs.Bool("write", true, "write the results file (default false with -quick)")
 	jsonOut := fs.String("json", "", "also write every figure as JSON to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -86,9 +87,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if set["phases"] && *phases != "all" {
 		cfg.Phases = strings.Split(*phases, ",")
 	}
-	cfg.PeersDir = *peersDir
+	cfg.ModuleDir = *moduleDir
+	if cfg.ModuleDir == "" {
+		dir, err := bench.FindModule()
+		if err != nil {
+			fmt.Fprintf(stderr, "storm-bench: %v; pass -bench-dir\n", err)
+			return 2
+		}
+		cfg.ModuleDir = dir
+	}
+	if *results == "" {
+		*results = filepath.Join(cfg.ModuleDir, "RESULTS.md")
+	}
 	cfg.Log = stderr
-	cfg.Command = strings.TrimSpace("go run ./bench/cmd/storm-bench " + strings.Join(args, " "))
+	cfg.Command = strings.TrimSpace("go -C bench run ./cmd/storm-bench " + strings.Join(args, " "))
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
