@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,10 +22,12 @@ import (
 // firstBody is the request body of the throughput phases.
 var firstBody = []byte(`{"amount":1250,"currency":"eur"}`)
 
-// contender is one of the three servers with its own app, its own Redis
-// client and its own keep-alive clients, as separate deployments would have.
+// contender is one server of the contenders list with its own app, its own
+// Redis client and its own keep-alive clients, as separate deployments would
+// have.
 type contender struct {
 	name   string
+	spec   spec
 	app    *app
 	srv    *server
 	redis  *redis.Client // nil for bare
@@ -46,6 +49,7 @@ type runner struct {
 	redis *redistest.Server
 	admin *redis.Client
 	store *redisstore.Store // ours
+	names []string          // the contenders measured, in the first round's order
 	cs    map[string]*contender
 }
 
@@ -56,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return nil, err
 	}
 	start := time.Now()
-	r := &runner{cfg: cfg, cs: map[string]*contender{}}
+	r := &runner{cfg: cfg, names: cfg.contenders(), cs: map[string]*contender{}}
 	r.log = func(format string, args ...any) {
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "storm-bench: "+format+"\n", args...)
@@ -99,6 +103,17 @@ func (r *runner) notes() {
 	}
 }
 
+// ours returns the names of ours and its variants among the contenders.
+func (r *runner) ours() []string {
+	var out []string
+	for _, n := range r.names {
+		if isOurs(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func (r *runner) run(ctx context.Context) error {
 	if r.cfg.has(PhaseFirst) || r.cfg.has(PhaseReplay) || r.cfg.has(PhaseStorm) {
 		if err := r.rounds(ctx); err != nil {
@@ -106,15 +121,22 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	if r.cfg.has(PhaseStorm) {
-		s, err := r.twoInstances(ctx)
-		if err != nil {
-			return err
+		for _, n := range r.ours() {
+			s, err := r.twoInstances(ctx, r.cs[n].spec)
+			if err != nil {
+				return err
+			}
+			r.res.StormTwoInstances = append(r.res.StormTwoInstances, s)
 		}
-		r.res.StormTwoInstances = s
 	}
 	if r.cfg.has(PhaseCost) {
 		if err := r.cost(ctx); err != nil {
 			return fmt.Errorf("cost: %w", err)
+		}
+	}
+	if r.cfg.has(PhaseAllocs) {
+		if err := r.allocs(ctx); err != nil {
+			return fmt.Errorf("allocs: %w", err)
 		}
 	}
 	if r.cfg.has(PhaseMemory) {
@@ -144,7 +166,7 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
-// setup launches redis-server and the three contenders.
+// setup launches redis-server and the contenders.
 func (r *runner) setup(ctx context.Context) error {
 	srv, err := redistest.Launch(r.dir)
 	if err != nil {
@@ -156,37 +178,27 @@ func (r *runner) setup(ctx context.Context) error {
 		return err
 	}
 	r.res.Env.RedisVersion = redisVersion(ctx, r.admin)
-	r.log("redis-server %s on %s", r.res.Env.RedisVersion, srv.Addr())
+	r.log("redis-server %s on %s; contenders %s", r.res.Env.RedisVersion, srv.Addr(), strings.Join(r.names, ", "))
 
-	for _, name := range []string{Bare, Limit, Ours} {
-		c := &contender{name: name, app: &app{}, count: &cmdCounter{},
+	for _, name := range r.names {
+		sp, _ := specOf(name)
+		c := &contender{name: name, spec: sp, app: &app{}, count: &cmdCounter{},
 			load: loadgen.NewClient(r.cfg.Concurrency), storms: loadgen.NewClient(r.cfg.StormConcurrency)}
-		var h http.Handler
-		switch name {
-		case Bare:
-			h = bareEngine(c.app)
-		case Limit:
+		r.cs[name] = c
+		if sp.kind != kindBare {
 			c.redis = newRedisClient(srv.Addr())
 			c.redis.AddHook(c.count)
-			l, err := newLimit(ctx, c.app, c.redis)
-			if err != nil {
-				return err
-			}
-			h = l.engine()
-		case Ours:
-			c.redis = newRedisClient(srv.Addr())
-			c.redis.AddHook(c.count)
-			store, err := redisstore.New(c.redis, redisstore.Options{})
-			if err != nil {
-				return err
-			}
+		}
+		h, store, err := sp.handler(ctx, c.app, c.redis)
+		if err != nil {
+			return err
+		}
+		if name == Ours {
 			r.store = store
-			h = oursEngine(c.app, store)
 		}
 		if c.srv, err = serve(h); err != nil {
 			return err
 		}
-		r.cs[name] = c
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkey/idemkey/internal/loadgen"
 )
 
@@ -75,7 +77,8 @@ func (r *runner) replayLoad(ctx context.Context, c *contender, d time.Duration) 
 // rounds measures the contenders in turn, round after round, rotating the
 // order so that none always goes first.
 func (r *runner) rounds(ctx context.Context) error {
-	names := []string{Bare, Limit, Ours}
+	names := r.names
+	defs := ratioDefs(names)
 	warm := min(r.cfg.Duration/2, 500*time.Millisecond)
 	r.log("warm-up: %s of first executions per contender", warm)
 	for _, n := range names {
@@ -84,20 +87,24 @@ func (r *runner) rounds(ctx context.Context) error {
 		}
 	}
 	if r.cfg.has(PhaseReplay) {
-		for _, n := range []string{Limit, Ours} {
+		for _, n := range names {
+			if n == Bare {
+				continue
+			}
 			if err := r.populate(ctx, r.cs[n]); err != nil {
 				return err
 			}
 		}
-		r.log("stored %d replay keys for limit and ours", r.cfg.ReplayKeys)
+		r.log("stored %d replay keys per contender", r.cfg.ReplayKeys)
 	}
 	for i := range r.cfg.Rounds {
-		rd := Round{First: map[string]Load{}}
+		var rd Round
 		for k := range names {
 			rd.Order = append(rd.Order, names[(i+k)%len(names)])
 		}
 		phase := "r" + strconv.Itoa(i)
 		if r.cfg.has(PhaseFirst) {
+			rd.First = map[string]Load{}
 			for _, n := range rd.Order {
 				l, err := r.timed(ctx, func() (*loadgen.Result, error) { return r.first(ctx, r.cs[n], phase, r.cfg.Duration) })
 				if err != nil {
@@ -105,11 +112,6 @@ func (r *runner) rounds(ctx context.Context) error {
 				}
 				rd.First[n] = l
 			}
-			rd.FirstOursLimitCPU = cpuRatio(rd.First[Ours], rd.First[Limit])
-			rd.FirstExtraCPUUS = round1(rd.First[Ours].CPUUS + rd.First[Ours].RedisCPUUS - rd.First[Limit].CPUUS - rd.First[Limit].RedisCPUUS)
-			rd.FirstOursLimit = ratio(rd.First[Ours].RPS, rd.First[Limit].RPS)
-			rd.FirstOursBare = ratio(rd.First[Ours].RPS, rd.First[Bare].RPS)
-			rd.FirstLimitBare = ratio(rd.First[Limit].RPS, rd.First[Bare].RPS)
 		}
 		if r.cfg.has(PhaseReplay) {
 			rd.Replay = map[string]Load{}
@@ -123,93 +125,123 @@ func (r *runner) rounds(ctx context.Context) error {
 				}
 				rd.Replay[n] = l
 			}
-			rd.ReplayOursLimitCPU = cpuRatio(rd.Replay[Ours], rd.Replay[Limit])
-			rd.ReplayExtraCPUUS = round1(rd.Replay[Ours].CPUUS + rd.Replay[Ours].RedisCPUUS - rd.Replay[Limit].CPUUS - rd.Replay[Limit].RedisCPUUS)
-			rd.ReplayOursLimit = ratio(rd.Replay[Ours].RPS, rd.Replay[Limit].RPS)
-			rd.ReplayOursLimitFirst = ratio(rd.Replay[Ours].RPS, rd.First[Limit].RPS)
-			rd.ReplayOursBare = ratio(rd.Replay[Ours].RPS, rd.First[Bare].RPS)
 		}
 		if r.cfg.has(PhaseStorm) {
 			rd.Storm = map[string]*StormResult{}
 			for _, n := range rd.Order {
 				c := r.cs[n]
-				s, err := r.storm(ctx, n, c.url(paymentPath), c.storms, []*app{c.app}, 1, 1)
+				s, err := r.storm(ctx, n, c.url(paymentPath), c.storms, []*app{c.app}, []*cmdCounter{c.count}, []*redis.Client{r.admin}, 1, 1)
 				if err != nil {
 					return err
 				}
 				rd.Storm[n] = s
 			}
 		}
+		rd.ratios(defs)
 		r.res.Rounds = append(r.res.Rounds, rd)
-		r.log("round %d/%d (%s): %s", i+1, r.cfg.Rounds, strings.Join(rd.Order, ","), roundLine(&rd))
+		r.log("round %d/%d (%s): %s", i+1, r.cfg.Rounds, strings.Join(rd.Order, ","), roundLine(&rd, names))
 	}
 	r.medians()
 	return nil
 }
 
-func roundLine(rd *Round) string {
+// roundLine is the progress line of a round.
+func roundLine(rd *Round, names []string) string {
 	var parts []string
-	if len(rd.First) > 0 {
-		parts = append(parts, fmt.Sprintf("first bare %.0f, limit %.0f, ours %.0f req/s (ours/limit %.3f, by CPU %.3f, +%.1fµs; ours/bare %.3f)",
-			rd.First[Bare].RPS, rd.First[Limit].RPS, rd.First[Ours].RPS, rd.FirstOursLimit, rd.FirstOursLimitCPU, rd.FirstExtraCPUUS, rd.FirstOursBare))
+	for _, ph := range []struct {
+		name  string
+		loads map[string]Load
+	}{{"first", rd.First}, {"replay", rd.Replay}} {
+		if len(ph.loads) == 0 {
+			continue
+		}
+		var f []string
+		for _, n := range names {
+			if l, ok := ph.loads[n]; ok {
+				f = append(f, fmt.Sprintf("%s %.0f", n, l.RPS))
+			}
+		}
+		parts = append(parts, ph.name+" req/s: "+strings.Join(f, ", "))
 	}
-	if len(rd.Replay) > 0 {
-		parts = append(parts, fmt.Sprintf("replay limit %.0f, ours %.0f req/s", rd.Replay[Limit].RPS, rd.Replay[Ours].RPS))
+	for _, name := range []string{ratioName(PhaseFirst, Ours, PhaseFirst, Floor), ratioName(PhaseFirst, Ours, PhaseFirst, Limit),
+		ratioName(PhaseReplay, Ours, PhaseReplay, Floor)} {
+		if v, ok := rd.Ratios[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.3f (by CPU %.3f)", name, v, rd.CPURatios[name]))
+		}
 	}
 	if s := rd.Storm[Ours]; s != nil {
-		parts = append(parts, fmt.Sprintf("storm ours %s, %d executions, p99 %.1fms", s.Verdict, s.HandlerExecutions, s.P99MS))
+		parts = append(parts, fmt.Sprintf("storm ours %s, %d executions, p99 %.1fms, %.2f commands per key", s.Verdict, s.HandlerExecutions, s.P99MS, s.Server.Total))
 	}
 	return strings.Join(parts, "; ")
 }
 
+// medians fills r.res.Median from the rounds.
 func (r *runner) medians() {
 	m := &r.res.Median
-	col := func(f func(*Round) float64) float64 {
+	rounds := r.res.Rounds
+	col := func(f func(*Round) (float64, bool)) float64 {
 		var v []float64
-		for i := range r.res.Rounds {
-			v = append(v, f(&r.res.Rounds[i]))
+		for i := range rounds {
+			if x, ok := f(&rounds[i]); ok {
+				v = append(v, x)
+			}
 		}
 		return median(v)
 	}
-	names := []string{Bare, Limit, Ours}
-	if r.cfg.has(PhaseFirst) {
-		m.FirstRPS = map[string]float64{}
-		for _, n := range names {
-			m.FirstRPS[n] = round1(col(func(rd *Round) float64 { return rd.First[n].RPS }))
+	loads := func(get func(*Round) map[string]Load) map[string]Load {
+		out := map[string]Load{}
+		for _, n := range r.names {
+			if _, ok := get(&rounds[0])[n]; !ok {
+				continue
+			}
+			f := func(field func(Load) float64) float64 {
+				return col(func(rd *Round) (float64, bool) { l, ok := get(rd)[n]; return field(l), ok })
+			}
+			out[n] = Load{
+				RPS: round1(f(func(l Load) float64 { return l.RPS })), P50MS: f(func(l Load) float64 { return l.P50MS }),
+				P99MS: f(func(l Load) float64 { return l.P99MS }), Requests: int(f(func(l Load) float64 { return float64(l.Requests) })),
+				Errors: int(f(func(l Load) float64 { return float64(l.Errors) })),
+				CPUUS:  round1(f(func(l Load) float64 { return l.CPUUS })), RedisCPUUS: round1(f(func(l Load) float64 { return l.RedisCPUUS })),
+			}
 		}
-		m.FirstOursLimit = col(func(rd *Round) float64 { return rd.FirstOursLimit })
-		m.FirstOursBare = col(func(rd *Round) float64 { return rd.FirstOursBare })
-		m.FirstLimitBare = col(func(rd *Round) float64 { return rd.FirstLimitBare })
-		m.FirstCPUUS, m.FirstRedisCPUUS = map[string]float64{}, map[string]float64{}
-		for _, n := range names {
-			m.FirstCPUUS[n] = round1(col(func(rd *Round) float64 { return rd.First[n].CPUUS }))
-			m.FirstRedisCPUUS[n] = round1(col(func(rd *Round) float64 { return rd.First[n].RedisCPUUS }))
-		}
-		m.FirstOursLimitCPU = col(func(rd *Round) float64 { return rd.FirstOursLimitCPU })
-		m.FirstExtraCPUUS = round1(col(func(rd *Round) float64 { return rd.FirstExtraCPUUS }))
+		return out
 	}
-	if r.cfg.has(PhaseReplay) {
-		m.ReplayRPS = map[string]float64{}
-		for _, n := range []string{Limit, Ours} {
-			m.ReplayRPS[n] = round1(col(func(rd *Round) float64 { return rd.Replay[n].RPS }))
-		}
-		m.ReplayOursLimit = col(func(rd *Round) float64 { return rd.ReplayOursLimit })
-		m.ReplayOursLimitFirst = col(func(rd *Round) float64 { return rd.ReplayOursLimitFirst })
-		m.ReplayOursBare = col(func(rd *Round) float64 { return rd.ReplayOursBare })
-		m.ReplayCPUUS, m.ReplayRedisCPUUS = map[string]float64{}, map[string]float64{}
-		for _, n := range []string{Limit, Ours} {
-			m.ReplayCPUUS[n] = round1(col(func(rd *Round) float64 { return rd.Replay[n].CPUUS }))
-			m.ReplayRedisCPUUS[n] = round1(col(func(rd *Round) float64 { return rd.Replay[n].RedisCPUUS }))
-		}
-		m.ReplayOursLimitCPU = col(func(rd *Round) float64 { return rd.ReplayOursLimitCPU })
-		m.ReplayExtraCPUUS = round1(col(func(rd *Round) float64 { return rd.ReplayExtraCPUUS }))
+	if len(rounds) == 0 {
+		return
 	}
-	if r.cfg.has(PhaseStorm) {
-		m.StormP50MS, m.StormP99MS, m.StormRPS = map[string]float64{}, map[string]float64{}, map[string]float64{}
-		for _, n := range names {
-			m.StormP50MS[n] = col(func(rd *Round) float64 { return rd.Storm[n].P50MS })
-			m.StormP99MS[n] = col(func(rd *Round) float64 { return rd.Storm[n].P99MS })
-			m.StormRPS[n] = round1(col(func(rd *Round) float64 { return rd.Storm[n].RPS }))
+	if rounds[0].First != nil {
+		m.First = loads(func(rd *Round) map[string]Load { return rd.First })
+	}
+	if rounds[0].Replay != nil {
+		m.Replay = loads(func(rd *Round) map[string]Load { return rd.Replay })
+	}
+	if rounds[0].Storm != nil {
+		m.Storm = map[string]StormMedian{}
+		for _, n := range r.names {
+			f := func(field func(*StormResult) float64) float64 {
+				return col(func(rd *Round) (float64, bool) {
+					s := rd.Storm[n]
+					if s == nil {
+						return 0, false
+					}
+					return field(s), true
+				})
+			}
+			m.Storm[n] = StormMedian{
+				RPS: round1(f(func(s *StormResult) float64 { return s.RPS })), P50MS: f(func(s *StormResult) float64 { return s.P50MS }),
+				P99MS: f(func(s *StormResult) float64 { return s.P99MS }), RoundTripsPerKey: f(func(s *StormResult) float64 { return s.RoundTripsPerKey }),
+				CommandsPerKey: f(func(s *StormResult) float64 { return s.Server.Total }),
+			}
+		}
+	}
+	m.Ratios, m.CPURatios = map[string]float64{}, map[string]float64{}
+	for _, d := range ratioDefs(r.names) {
+		name := d.Name()
+		if v := col(func(rd *Round) (float64, bool) { x, ok := rd.Ratios[name]; return x, ok }); v != 0 {
+			m.Ratios[name] = round3(v)
+		}
+		if v := col(func(rd *Round) (float64, bool) { x, ok := rd.CPURatios[name]; return x, ok }); v != 0 {
+			m.CPURatios[name] = round3(v)
 		}
 	}
 }

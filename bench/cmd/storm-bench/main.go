@@ -4,6 +4,7 @@
 // Usage (from the repository's root):
 //
 //	go -C bench run ./cmd/storm-bench [-quick] [-rounds 5] [-duration 1.5s] [-phases first,replay,...]
+//	                                  [-contenders floor,limit,ours,...]
 //	                                  [-results RESULTS.md] [-write=true] [-json FILE]
 //	                                  [-cpuprofile FILE] [-memprofile FILE]
 //
@@ -45,7 +46,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dups := fs.Int("dups", d.StormDups, "storm: simultaneous duplicates per key")
 	stormConc := fs.Int("storm-concurrency", d.StormConcurrency, "storm: concurrent workers")
 	costReqs := fs.Int("cost-requests", d.CostRequests, "requests per case when counting Redis commands")
+	allocRuns := fs.Int("alloc-runs", d.AllocRuns, "requests per case when counting Go allocations")
 	phases := fs.String("phases", "all", "comma-separated phases to run: "+strings.Join(bench.AllPhases, ","))
+	contenders := fs.String("contenders", "all", "comma-separated contenders to measure (ours always): "+strings.Join(bench.ContenderNames(), ","))
 	moduleDir := fs.String("bench-dir", "", "directory of the bench module (default: found from the working directory)")
 	results := fs.String("results", "", "Markdown file the results are written to (default: RESULTS.md of the bench module)")
 	write := fs.Bool("write", true, "write the results file (default false with -quick)")
@@ -79,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"dups":              func() { cfg.StormDups = *dups },
 		"storm-concurrency": func() { cfg.StormConcurrency = *stormConc },
 		"cost-requests":     func() { cfg.CostRequests = *costReqs },
+		"alloc-runs":        func() { cfg.AllocRuns = *allocRuns },
 	} {
 		if set[name] {
 			apply()
@@ -86,6 +90,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if set["phases"] && *phases != "all" {
 		cfg.Phases = strings.Split(*phases, ",")
+	}
+	if set["contenders"] && *contenders != "all" {
+		cfg.Contenders = strings.Split(*contenders, ",")
 	}
 	cfg.ModuleDir = *moduleDir
 	if cfg.ModuleDir == "" {
