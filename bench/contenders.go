@@ -67,13 +67,18 @@ var contenders = []spec{
 	{name: LimitPipelined, kind: kindLimit, pipelined: true},
 	{name: Ours, kind: kindOurs},
 	{name: OursPipelined, kind: kindOurs, pipelined: true},
-	// TODO(lead): ours with the in-process duplicate collapse on and off,
-	// once the middleware has the option (issue 12), e.g.
-	//	{name: "ours-collapse", kind: kindOurs, middleware: func(o *ginmw.Options) { o.Collapse = true }},
-	//	{name: "ours-pipelined-collapse", kind: kindOurs, pipelined: true, middleware: ...},
-	// and "ours" states which setting it runs with. Issue 12's storm target
-	// (≤ 2.5 Redis commands per key) is read from the best ours variant.
+	// Ours runs with the defaults: in-process collapse on. This is ours as
+	// it was before collapse, the configuration the earlier results measured.
+	{name: OursNoCollapse, kind: kindOurs, store: func(o *redisstore.Options) { o.NoCollapse = true }},
+	// The best configuration for replays: collapse, and a replay cache.
+	{name: OursCached, kind: kindOurs, store: func(o *redisstore.Options) { o.ReplayCacheBytes = 64 << 20 }},
 }
+
+// The variants of ours.
+const (
+	OursNoCollapse = "ours-nocollapse"
+	OursCached     = "ours-cached"
+)
 
 // ContenderNames lists every contender's name, in the first round's order.
 func ContenderNames() []string {
