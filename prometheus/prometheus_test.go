@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -22,8 +21,8 @@ import (
 	"github.com/idemkey/idemkey/observe"
 )
 
-// snapshot returns every series of reg as "name{label="value",...}" →
-// value; of a histogram only its _count.
+// snapshot returns every series of reg, named as observetest.Series does;
+// of a histogram only its _count.
 func snapshot(t *testing.T, reg prom.Gatherer) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -31,18 +30,17 @@ func snapshot(t *testing.T, reg prom.Gatherer) map[string]float64 {
 	out := map[string]float64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			var pairs []string
+			for _, l := range m.GetLabel() { // in name order
+				pairs = append(pairs, l.GetName(), l.GetValue())
 			}
-			name := mf.GetName() + "{" + strings.Join(labels, ",") + "}"
 			switch mf.GetType() {
 			case dto.MetricType_COUNTER:
-				out[name] = m.GetCounter().GetValue()
+				out[observetest.Series(mf.GetName(), pairs...)] = m.GetCounter().GetValue()
 			case dto.MetricType_GAUGE:
-				out[name] = m.GetGauge().GetValue()
+				out[observetest.Series(mf.GetName(), pairs...)] = m.GetGauge().GetValue()
 			case dto.MetricType_HISTOGRAM:
-				out[mf.GetName()+"_count{"+strings.Join(labels, ",")+"}"] = float64(m.GetHistogram().GetSampleCount())
+				out[observetest.Series(mf.GetName()+"_count", pairs...)] = float64(m.GetHistogram().GetSampleCount())
 			default:
 				t.Fatalf("unexpected metric type %v of %s", mf.GetType(), mf.GetName())
 			}
@@ -51,35 +49,15 @@ func snapshot(t *testing.T, reg prom.Gatherer) map[string]float64 {
 	return out
 }
 
-// delta returns what changed from before to after, leaving out the
-// heartbeats (extend), whose number depends on timing.
-func delta(before, after map[string]float64) map[string]float64 {
-	d := map[string]float64{}
-	for k, v := range after {
-		if strings.Contains(k, `script="extend"`) {
-			continue
-		}
-		if v != before[k] {
-			d[k] = v - before[k]
-		}
-	}
-	for k, v := range before {
-		if _, ok := after[k]; !ok {
-			d[k] = -v
-		}
-	}
-	return d
-}
-
 func requests(route, outcome string) string {
-	return fmt.Sprintf("idemkey_requests_total{outcome=%q,route=%q}", outcome, route)
+	return observetest.Series("idemkey_requests_total", "outcome", outcome, "route", route)
 }
 
 func calls(script string) string {
-	return fmt.Sprintf("idemkey_redis_seconds_count{script=%q}", script)
+	return observetest.Series("idemkey_redis_seconds_count", "script", script)
 }
 
-const leases = "idemkey_leases_held{}"
+const leases = observetest.Leases
 
 // TestSequence drives the scripted sequence and asserts exactly which series
 // each step changes, and by how much.
@@ -88,23 +66,6 @@ func TestSequence(t *testing.T) {
 	obs, err := New(Options{Registerer: reg})
 	require.NoError(t, err)
 
-	want := map[string]map[string]float64{
-		observetest.First:  {requests("POST /pay", "executed"): 1, calls("claim"): 1, calls("complete"): 1},
-		observetest.Replay: {requests("POST /pay", "replayed"): 1, calls("claim"): 1},
-		// The slow run holds its lease while the duplicate gets 409.
-		observetest.InProgress:     {requests("POST /slow", "in_progress"): 1, calls("claim"): 2, leases: 1},
-		observetest.InProgressDone: {requests("POST /slow", "executed"): 1, calls("complete"): 1, leases: -1},
-		observetest.Mismatch:       {requests("POST /pay", "mismatch"): 1, calls("claim"): 1},
-		observetest.Rejected:       {requests("POST /pay", "rejected"): 1},
-		// The stalled run's claim and the takeover's; the stalled run still
-		// holds its lease as far as this process knows.
-		observetest.Takeover: {"idemkey_takeovers_total{route=\"POST /stall\"}": 1, requests("POST /stall", "executed"): 1,
-			calls("claim"): 2, calls("complete"): 1, leases: 1},
-		observetest.Fenced: {"idemkey_fenced_total{route=\"POST /stall\"}": 1, requests("POST /stall", "executed"): 1,
-			calls("complete"): 1, leases: -1},
-		observetest.Panic:     {requests("POST /panic", "released"): 1, calls("claim"): 1, calls("release"): 1},
-		observetest.RedisDown: {requests("POST /pay", "unavailable"): 1, calls("claim"): 1},
-	}
 	var before map[string]float64
 	var ran []string
 	observetest.Run(t, observetest.Config{
@@ -112,7 +73,7 @@ func TestSequence(t *testing.T) {
 		Before:   func(string) { before = snapshot(t, reg) },
 		After: func(step string) {
 			ran = append(ran, step)
-			require.Equal(t, want[step], delta(before, snapshot(t, reg)), "step %q", step)
+			require.Equal(t, observetest.Want[step], observetest.Delta(before, snapshot(t, reg)), "step %q", step)
 		},
 	})
 	require.Equal(t, observetest.Steps, ran)

@@ -6,11 +6,13 @@ package observetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
@@ -56,6 +59,78 @@ const (
 // Steps lists the steps in order.
 var Steps = []string{First, Replay, InProgress, InProgressDone, Mismatch, Rejected, Takeover, Fenced, Panic, RedisDown}
 
+// Want holds, for each step, the series of the metrics (package
+// internal/metrics) that it changes and by how much: the counters by
+// requests, takeovers and fenced, the histogram's count by calls, the gauge
+// under Leases. The heartbeats (calls("extend")), whose number depends on
+// timing, are left out.
+var Want = map[string]map[string]float64{
+	First:  {requests("POST /pay", "executed"): 1, calls("claim"): 1, calls("complete"): 1},
+	Replay: {requests("POST /pay", "replayed"): 1, calls("claim"): 1},
+	// The slow run holds its lease while the duplicate gets 409.
+	InProgress:     {requests("POST /slow", "in_progress"): 1, calls("claim"): 2, Leases: 1},
+	InProgressDone: {requests("POST /slow", "executed"): 1, calls("complete"): 1, Leases: -1},
+	Mismatch:       {requests("POST /pay", "mismatch"): 1, calls("claim"): 1},
+	Rejected:       {requests("POST /pay", "rejected"): 1},
+	// The stalled run's claim and the takeover's; the stalled run still
+	// holds its lease as far as this process knows.
+	Takeover: {route("idemkey_takeovers_total", "POST /stall"): 1, requests("POST /stall", "executed"): 1,
+		calls("claim"): 2, calls("complete"): 1, Leases: 1},
+	Fenced: {route("idemkey_fenced_total", "POST /stall"): 1, requests("POST /stall", "executed"): 1,
+		calls("complete"): 1, Leases: -1},
+	Panic:     {requests("POST /panic", "released"): 1, calls("claim"): 1, calls("release"): 1},
+	RedisDown: {requests("POST /pay", "unavailable"): 1, calls("claim"): 1},
+}
+
+// Leases is the series of idemkey_leases_held.
+const Leases = "idemkey_leases_held{}"
+
+func requests(route, outcome string) string {
+	return fmt.Sprintf("idemkey_requests_total{outcome=%q,route=%q}", outcome, route)
+}
+
+func route(name, route string) string { return fmt.Sprintf("%s{route=%q}", name, route) }
+
+func calls(script string) string {
+	return fmt.Sprintf("idemkey_redis_seconds_count{script=%q}", script)
+}
+
+// Series names a series as Want does: name{label="value",...}, labels in
+// name order (pairs is name, value, name, value...).
+func Series(name string, pairs ...string) string {
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", pairs[i], pairs[i+1])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Delta returns what changed from before to after, without the heartbeats
+// (extend).
+func Delta(before, after map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for k, v := range after {
+		if strings.Contains(k, `script="extend"`) {
+			continue
+		}
+		if v != before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	for k, v := range before {
+		if _, ok := after[k]; !ok {
+			d[k] = -v
+		}
+	}
+	return d
+}
+
 // Config is what Run needs.
 type Config struct {
 	// Observer receives the events and calls of both stores.
@@ -73,6 +148,7 @@ const token = "Bearer sk_observetest"
 
 // Run runs the sequence; it skips the test when redis-server is missing.
 func Run(t *testing.T, cfg Config) {
+	obs := &counted{Observer: cfg.Observer}
 	srv := redistest.Start(t)
 	client := func() *redis.Client {
 		o := srv.Options()
@@ -81,10 +157,10 @@ func Run(t *testing.T, cfg Config) {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	main, err := redisstore.New(client(), redisstore.Options{Observer: cfg.Observer})
+	main, err := redisstore.New(client(), redisstore.Options{Observer: obs})
 	require.NoError(t, err)
 	const lease = 300 * time.Millisecond
-	stalling, err := redisstore.New(client(), redisstore.Options{Observer: cfg.Observer, Lease: lease,
+	stalling, err := redisstore.New(client(), redisstore.Options{Observer: obs, Lease: lease,
 		Heartbeat: lease / 3, MaxDuration: lease / 3})
 	require.NoError(t, err)
 	probe, err := redisstore.New(client(), redisstore.Options{}) // unobserved
@@ -185,11 +261,20 @@ func Run(t *testing.T, cfg Config) {
 			t.Fatal("observetest: the handler did not start within 30s")
 		}
 	}
+	var ended int64
 	step := func(name string, run func()) {
 		if cfg.Before != nil {
 			cfg.Before(name)
 		}
 		run()
+		// Each step ends one request; its event may come a moment after
+		// the client has the answer.
+		ended++
+		deadline := time.Now().Add(10 * time.Second)
+		for obs.ended.Load() < ended {
+			require.True(t, time.Now().Before(deadline), "step %q: the request's last event did not come within 10s", name)
+			time.Sleep(time.Millisecond)
+		}
 		cfg.After(name)
 	}
 
@@ -242,6 +327,20 @@ func Run(t *testing.T, cfg Config) {
 		srv.Kill()
 		require.Equal(t, http.StatusServiceUnavailable, post(mainSrv.URL, "/pay", "k5", `{}`))
 	})
+}
+
+// counted passes events and calls on, and counts the events that end a
+// request once they are passed on.
+type counted struct {
+	observe.Observer
+	ended atomic.Int64
+}
+
+func (c *counted) Event(ctx context.Context, e *observe.Event) {
+	c.Observer.Event(ctx, e)
+	if metrics.Outcome(e.Kind) != "" {
+		c.ended.Add(1)
+	}
 }
 
 // recoverer answers 500 for a panicking handler, as applications do outside
