@@ -83,7 +83,9 @@ func TestExporterText(t *testing.T) {
 		}
 		return s.String()
 	}
-	zeros := func(n int, rest ...string) []string { return append(strings.Split(strings.Repeat("0,", n), ",")[:n], rest...) }
+	zeros := func(n int, rest ...string) []string {
+		return append(strings.Split(strings.Repeat("0,", n), ",")[:n], rest...)
+	}
 	want := "# HELP idemkey_fenced_total " + Fenced.Help + "\n" +
 		"# TYPE idemkey_fenced_total counter\n" +
 		`idemkey_fenced_total{route="POST /a \"x\"\\\n"} 1` + "\n" +
