@@ -120,7 +120,11 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, r := range rep.Checks {
 			fmt.Fprintf(stdout, "%-5s %-17s %s\n", r.Status, r.Name, r.Message)
 		}
-		fmt.Fprintf(stdout, "%d failed, %d warnings\n", rep.Failed, rep.Warnings)
+		plural := "s"
+		if rep.Warnings == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(stdout, "%d failed, %d warning%s\n", rep.Failed, rep.Warnings, plural)
 	}
 	if rep.Failed > 0 {
 		return 1

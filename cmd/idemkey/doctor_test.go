@@ -25,7 +25,7 @@ func TestDoctorFailsOnAnEvictingRedis(t *testing.T) {
 	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Regexp(t, `(?m)^fail  maxmemory-policy  volatile-ttl with maxmemory 64\.0 MiB: .*set maxmemory-policy noeviction$`, r.stdout)
 	require.Regexp(t, `(?m)^ok    version           Redis \d`, r.stdout)
-	require.Contains(t, r.stdout, "1 failed, 1 warnings")
+	require.Contains(t, r.stdout, "1 failed, 1 warning\n")
 
 	r = runBin(t, 60*time.Second, "doctor", "--json", "--redis", "redis://"+srv.Addr()+"/0")
 	require.Equal(t, 1, r.code, r.stderr)
@@ -53,7 +53,7 @@ func TestDoctorPassesOnADefaultRedis(t *testing.T) {
 	require.Equal(t, "ok    maxmemory-policy  noeviction, no maxmemory", lines[2])
 	require.Regexp(t, `^warn  persistence       neither AOF nor RDB`, lines[3])
 	require.Equal(t, `ok    in-progress       0 records under "app:", none in progress`, lines[8])
-	require.Regexp(t, `^0 failed, [12] warnings$`, lines[9], "a loaded machine may find the latency slow")
+	require.Regexp(t, `^0 failed, (1 warning|2 warnings)$`, lines[9], "a loaded machine may find the latency slow")
 }
 
 func TestDoctorCannotConnect(t *testing.T) {
