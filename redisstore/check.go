@@ -205,6 +205,9 @@ func checkVersion(nodes []checkNode) CheckResult {
 		if n.infoErr != nil {
 			return CheckResult{CheckVersion, CheckWarn, fmt.Sprintf("INFO failed on %s: %v", n.addr, n.infoErr)}
 		}
+		if n.info["redis_version"] == "" {
+			return CheckResult{CheckVersion, CheckWarn, fmt.Sprintf("%s does not give its version in INFO (not Redis?); the scripts check tells whether it runs them", n.addr)}
+		}
 		v := "Redis " + n.info["redis_version"]
 		if n.info["server_name"] == "valkey" && n.info["valkey_version"] != "" {
 			v = "Valkey " + n.info["valkey_version"]

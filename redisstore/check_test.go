@@ -216,3 +216,15 @@ func TestCheckCluster(t *testing.T) {
 	require.Equal(t, CheckFail, rs[CheckCluster].Status)
 	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient")
 }
+
+// miniredis tells little in INFO and has no CONFIG: Check warns about what it
+// cannot tell, and runs the scripts.
+func TestCheckMiniredis(t *testing.T) {
+	b := miniBackend(t)
+	rs := checkByName(t, checkStore(t, b.client, Options{}))
+	requireNoFail(t, rs)
+	require.Equal(t, CheckWarn, rs[CheckVersion].Status)
+	require.Contains(t, rs[CheckVersion].Message, "does not give its version in INFO")
+	require.Equal(t, CheckWarn, rs[CheckEviction].Status)
+	require.Equal(t, CheckOK, rs[CheckScripts].Status)
+}
