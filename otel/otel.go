@@ -27,8 +27,10 @@
 //
 // The observer learns a call's decision only after the call, from the event
 // that follows it in the same request, which it finds by the parent span: so
-// the spans of claim, complete and release wait for their decision (or for
-// a second without one) before they end. Without a parent span (no tracing
+// the spans of claim, complete and release wait for their decision before
+// they end. Calls that no decision follows (Store.Claim and Lease methods
+// used directly) end without one, at the first call under another span
+// once they have waited a second. Without a parent span (no tracing
 // upstream) the spans of claim, complete and release end at once, without
 // the decision, and the heartbeats (extend), which run outside any
 // request, get no span; the histogram counts every call. Calls made under
