@@ -5,6 +5,7 @@
 //	idemkey storm --url URL ...   a retry-storm load tester for any Idempotency-Key endpoint
 //	idemkey inspect [flags] KEY   the idempotency record of one key
 //	idemkey verify --url URL ...  the idempotency verification list, run against any endpoint
+//	idemkey doctor [flags]        checks a Redis for use as an idempotency store
 //
 // Run "idemkey <command> -h" for a command's flags. Every command exits 0
 // on success and 2 on a usage error; see each command for its other codes.
@@ -31,6 +32,7 @@ Usage:
   idemkey storm --url URL [flags]   retry-storm any HTTP endpoint that takes Idempotency-Key
   idemkey inspect [flags] KEY       show the idempotency record of a key
   idemkey verify --url URL [flags]  check one endpoint's idempotency contract, clause by clause
+  idemkey doctor [flags]            check a Redis for use as an idempotency store
 
 Run 'idemkey <command> -h' for the flags of a command.
 `
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return inspect(ctx, rest, stdout, stderr)
 	case "verify":
 		return verify(ctx, rest, stdout, stderr)
+	case "doctor":
+		return doctor(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

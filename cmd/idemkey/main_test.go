@@ -269,6 +269,10 @@ func TestUsage(t *testing.T) {
 		{[]string{"inspect", "--scope", "s"}, 2, "want exactly one KEY"},
 		{[]string{"inspect", "--scope", "s", "k1", "k2"}, 2, "want exactly one KEY"},
 		{[]string{"inspect", "-h"}, 0, "--bearer"},
+		{[]string{"doctor", "-h"}, 0, "maxmemory-policy"},
+		{[]string{"doctor", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"doctor", "--replicas", "-1"}, 2, "must not be negative"},
+		{[]string{"help"}, 0, "idemkey doctor"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := runBin(t, 30*time.Second, tc.args...)

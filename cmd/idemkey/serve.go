@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -25,12 +26,15 @@ the Gin middleware:
                          body {"amount": 1200, "currency": "EUR", "customer": "cus_1"}
   GET  /v1/payments/ID   one of the caller's payments
   GET  /v1/stats         {"payments_created", "provider_charges", "provider_deduplicated"}
+  GET  /metrics          idemkey's metrics, in the Prometheus text format (the
+                         names of the prometheus module: idemkey_requests_total...)
 
 Redis comes from --redis, else $REDIS_URL, else an embedded in-memory
 miniredis that is gone when serve exits. Idempotency records live under
 "idem:", the demo's data (payments, the simulated provider's charges) under
 "demo:". The idempotency scope of a caller is payments.Scope(token); find a
-record with 'idemkey inspect --bearer TOKEN KEY'.
+record with 'idemkey inspect --bearer TOKEN KEY'. With --redis, serve runs
+the checks of 'idemkey doctor' at start and prints what is not ok.
 
 With --wait, a duplicate of a request in progress waits for its answer
 instead of getting 409 at once (--wait 0 gives the plain 409 contract).
@@ -99,9 +103,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer rdb.Close()
 
-	store, err := redisstore.New(rdb, redisstore.Options{Lease: *lease, Retention: *retention})
+	exporter := metrics.NewExporter()
+	store, err := redisstore.New(rdb, redisstore.Options{Lease: *lease, Retention: *retention, Observer: exporter})
 	if err != nil {
 		return usageError(stderr, "serve", "%v", err)
+	}
+	if *redisURL != "" {
+		checkAtStart(ctx, store, stderr)
 	}
 	api, err := payments.New(payments.Config{
 		Redis:           rdb,
@@ -133,8 +141,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
 		return 1
 	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", exporter)
+	mux.Handle("/", api)
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

@@ -1,0 +1,230 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/observe"
+)
+
+// checkByName runs Check and returns its results by name, after checking
+// that every check ran once, in order.
+func checkByName(t *testing.T, s *Store) map[string]CheckResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	results, err := s.Check(ctx)
+	require.NoError(t, err)
+	var names []string
+	out := map[string]CheckResult{}
+	for _, r := range results {
+		names = append(names, r.Name)
+		out[r.Name] = r
+		require.Contains(t, []CheckStatus{CheckOK, CheckWarn, CheckFail}, r.Status)
+		require.NotEmpty(t, r.Message, r.Name)
+		require.NotContains(t, r.Message, "\n", r.Name)
+	}
+	require.Equal(t, []string{CheckVersion, CheckEviction, CheckPersistence, CheckReplication, CheckCluster,
+		CheckScripts, CheckLatency, CheckInProgress}, names)
+	return out
+}
+
+func checkStore(t *testing.T, c redis.Scripter, opts Options) *Store {
+	t.Helper()
+	s, err := New(c, opts)
+	require.NoError(t, err)
+	return s
+}
+
+func requireNoFail(t *testing.T, rs map[string]CheckResult) {
+	t.Helper()
+	for _, r := range rs {
+		require.NotEqual(t, CheckFail, r.Status, "%s: %s", r.Name, r.Message)
+	}
+}
+
+// A default redis-server (as redistest starts it: no persistence) passes,
+// with a warning about persistence; the observer sees none of the checks.
+func TestCheckDefaultRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	var seen int
+	obs := observe.Func{OnRedis: func(context.Context, *observe.Call) { seen++ }}
+	rs := checkByName(t, checkStore(t, srv.Client(t), Options{Observer: obs}))
+	requireNoFail(t, rs)
+	require.Zero(t, seen)
+	require.Equal(t, CheckOK, rs[CheckVersion].Status)
+	require.Regexp(t, `^Redis \d+\.\d+\.\d+ \(standalone\)$`, rs[CheckVersion].Message)
+	require.Equal(t, CheckResult{CheckEviction, CheckOK, "noeviction, no maxmemory"}, rs[CheckEviction])
+	require.Equal(t, CheckWarn, rs[CheckPersistence].Status)
+	require.Contains(t, rs[CheckPersistence].Message, "neither AOF nor RDB")
+	require.Equal(t, CheckOK, rs[CheckReplication].Status)
+	require.Contains(t, rs[CheckReplication].Message, "master with 0 replicas online")
+	require.Equal(t, CheckResult{CheckCluster, CheckOK, "not a cluster"}, rs[CheckCluster])
+	require.Equal(t, CheckOK, rs[CheckScripts].Status)
+	require.Contains(t, rs[CheckScripts].Message, "7 scripts loaded; a claim and its release ran in")
+	require.Contains(t, rs[CheckLatency].Message, "over 300 PINGs")
+	require.Equal(t, CheckResult{CheckInProgress, CheckOK, `0 records under "idem:", none in progress`}, rs[CheckInProgress])
+
+	// The throwaway claim left nothing behind.
+	keys, err := srv.Client(t).Keys(context.Background(), "*").Result()
+	require.NoError(t, err)
+	require.Empty(t, keys)
+}
+
+// An evicting policy with maxmemory set fails, and names the policy.
+func TestCheckEvictingRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.Args("--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"))
+	rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
+	require.Equal(t, CheckFail, rs[CheckEviction].Status)
+	require.Contains(t, rs[CheckEviction].Message, "volatile-ttl with maxmemory 64.0 MiB")
+	require.Contains(t, rs[CheckEviction].Message, "set maxmemory-policy noeviction")
+}
+
+func TestCheckEvictionPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		status CheckStatus
+		want   string
+	}{
+		{[]string{"--maxmemory", "1gb"}, CheckOK, "noeviction with maxmemory 1.0 GiB"},
+		{[]string{"--maxmemory-policy", "allkeys-lru"}, CheckWarn, "allkeys-lru without maxmemory"},
+		{[]string{"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lfu"}, CheckFail, "allkeys-lfu with maxmemory 100.0 MiB"},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			srv := redistest.Start(t, redistest.Args(tc.args...))
+			rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
+			require.Equal(t, tc.status, rs[CheckEviction].Status, rs[CheckEviction].Message)
+			require.Contains(t, rs[CheckEviction].Message, tc.want)
+		})
+	}
+}
+
+// With CONFIG disabled (managed Redis), the policy comes from INFO and the
+// unknown RDB schedule is a warning, not a failure.
+func TestCheckConfigDisabled(t *testing.T) {
+	srv := redistest.Start(t, redistest.Args("--rename-command", "CONFIG", ""))
+	rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
+	requireNoFail(t, rs)
+	require.Equal(t, CheckResult{CheckEviction, CheckOK, "noeviction, no maxmemory"}, rs[CheckEviction])
+	require.Equal(t, CheckWarn, rs[CheckPersistence].Status)
+	require.Contains(t, rs[CheckPersistence].Message, "CONFIG is disabled (managed Redis?)")
+
+	srv = redistest.Start(t, redistest.Args("--rename-command", "CONFIG", "", "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"))
+	rs = checkByName(t, checkStore(t, srv.Client(t), Options{}))
+	require.Equal(t, CheckFail, rs[CheckEviction].Status, "INFO shows the policy")
+}
+
+func TestCheckPersistence(t *testing.T) {
+	srv := redistest.Start(t, redistest.Args("--appendonly", "yes"))
+	rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
+	require.Equal(t, CheckResult{CheckPersistence, CheckOK, "AOF (appendfsync everysec)"}, rs[CheckPersistence])
+
+	srv = redistest.Start(t, redistest.Args("--save", "900 1"))
+	rs = checkByName(t, checkStore(t, srv.Client(t), Options{}))
+	require.Equal(t, CheckOK, rs[CheckPersistence].Status)
+	require.Contains(t, rs[CheckPersistence].Message, "RDB snapshots (save 900 1), no AOF")
+}
+
+// Options.Replicas above the replicas there are fails: every claim would.
+func TestCheckReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := checkByName(t, checkStore(t, srv.Client(t), Options{Replicas: 1}))
+	require.Equal(t, CheckFail, rs[CheckReplication].Status)
+	require.Contains(t, rs[CheckReplication].Message, "Options.Replicas is 1")
+	require.Equal(t, CheckFail, rs[CheckScripts].Status)
+	require.Contains(t, rs[CheckScripts].Message, "a claim failed")
+}
+
+// The in-progress check counts the records under the prefix (and only
+// those) and tells live leases from those that ran out.
+func TestCheckInProgress(t *testing.T) {
+	srv := redistest.Start(t)
+	const prefix = "t[1]*:" // SCAN's glob characters are taken literally
+	ctx := context.Background()
+	long := checkStore(t, srv.Client(t), Options{Prefix: prefix})
+	short := checkStore(t, srv.Client(t), Options{Prefix: prefix, Lease: 100 * time.Millisecond})
+	other := checkStore(t, srv.Client(t), Options{Prefix: "t1x:"})
+
+	_, err := long.Claim(ctx, Request{Key: "running"})
+	require.NoError(t, err)
+	_, err = short.Claim(ctx, Request{Key: "crashed"})
+	require.NoError(t, err)
+	done, err := long.Claim(ctx, Request{Key: "done"})
+	require.NoError(t, err)
+	require.NoError(t, done.Lease.Complete(ctx, Response{Code: 201, Body: []byte("ok")}))
+	_, err = other.Claim(ctx, Request{Key: "elsewhere"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rec, err := long.Lookup(ctx, "", "crashed")
+		require.NoError(t, err)
+		return rec.LeaseTTL == 0
+	}, 10*time.Second, 10*time.Millisecond)
+
+	rs := checkByName(t, long)
+	r := rs[CheckInProgress]
+	require.Equal(t, CheckWarn, r.Status, r.Message)
+	require.Contains(t, r.Message, `3 records under "t[1]*:", 2 in progress: 1 with a live lease, 1 whose lease ran out; oldest started`)
+	require.Contains(t, r.Message, "the longest-lapsed lease ran out")
+	require.Contains(t, r.Message, "("+long.keys("", "crashed").record()+")")
+	requireNoFail(t, rs)
+
+	// Only live leases: ok.
+	rs = checkByName(t, other)
+	require.Equal(t, CheckOK, rs[CheckInProgress].Status)
+	require.Contains(t, rs[CheckInProgress].Message, `1 records under "t1x:", 1 in progress: 1 with a live lease, 0 whose lease ran out`)
+}
+
+func TestCheckUnreachable(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := checkStore(t, c, Options{}).Check(ctx)
+	require.Error(t, err)
+	require.Nil(t, rs)
+	require.Contains(t, err.Error(), "127.0.0.1:1")
+}
+
+// On a cluster, every master is checked; through a single-node client, the
+// cluster check fails.
+func TestCheckCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	cc := cl.Client(t)
+	s := checkStore(t, cc, Options{})
+	ctx := context.Background()
+	for i := range 20 {
+		_, err := s.Claim(ctx, Request{Key: fmt.Sprint("k", i)})
+		require.NoError(t, err)
+	}
+	rs := checkByName(t, s)
+	requireNoFail(t, rs)
+	require.Contains(t, rs[CheckVersion].Message, "(cluster, 3 masters)")
+	require.Equal(t, CheckOK, rs[CheckCluster].Status)
+	require.Contains(t, rs[CheckCluster].Message, "cluster of 3 masters (3 nodes known), state ok, 16384 of 16384 slots ok")
+	require.Contains(t, rs[CheckReplication].Message, "3 masters with 0/0/0 replicas online")
+	require.Contains(t, rs[CheckInProgress].Message, "20 records under \"idem:\", 20 in progress: 20 with a live lease")
+
+	single := redis.NewClient(&redis.Options{Addr: cl.Addrs()[0]})
+	t.Cleanup(func() { _ = single.Close() })
+	rs = checkByName(t, checkStore(t, single, Options{}))
+	require.Equal(t, CheckFail, rs[CheckCluster].Status)
+	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient")
+}
+
+// miniredis tells little in INFO and has no CONFIG: Check warns about what it
+// cannot tell, and runs the scripts.
+func TestCheckMiniredis(t *testing.T) {
+	b := miniBackend(t)
+	rs := checkByName(t, checkStore(t, b.client, Options{}))
+	requireNoFail(t, rs)
+	require.Equal(t, CheckWarn, rs[CheckVersion].Status)
+	require.Contains(t, rs[CheckVersion].Message, "does not give its version in INFO")
+	require.Equal(t, CheckWarn, rs[CheckEviction].Status)
+	require.Equal(t, CheckOK, rs[CheckScripts].Status)
+}
