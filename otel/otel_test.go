@@ -128,8 +128,8 @@ func TestSequence(t *testing.T) {
 	want := map[string][]string{
 		observetest.First:  {"idemkey.claim claimed/ #1", "idemkey.complete completed/executed #1 201"},
 		observetest.Replay: {"idemkey.claim replayed/replayed 201"},
-		observetest.InProgress: {"idemkey.claim claimed/ #1",
-			"idemkey.claim in_progress/in_progress 409 request-in-progress"},
+		// The duplicate is answered in-process: its decision has no Redis call.
+		observetest.InProgress:     {"idemkey.claim claimed/ #1"},
 		observetest.InProgressDone: {"idemkey.complete completed/executed #1 201"},
 		observetest.Mismatch:       {"idemkey.claim mismatch/mismatch 422 key-reused"},
 		observetest.Rejected:       nil, // no call to Redis: no span

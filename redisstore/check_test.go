@@ -67,7 +67,7 @@ func TestCheckDefaultRedis(t *testing.T) {
 	require.Contains(t, rs[CheckReplication].Message, "master with 0 replicas online")
 	require.Equal(t, CheckResult{CheckCluster, CheckOK, "not a cluster"}, rs[CheckCluster])
 	require.Equal(t, CheckOK, rs[CheckScripts].Status)
-	require.Contains(t, rs[CheckScripts].Message, "7 scripts loaded; a claim and its release ran in")
+	require.Contains(t, rs[CheckScripts].Message, "8 scripts loaded; a claim and its release ran in")
 	require.Contains(t, rs[CheckLatency].Message, "over 300 PINGs")
 	require.Equal(t, CheckResult{CheckInProgress, CheckOK, `0 records under "idem:", none in progress`}, rs[CheckInProgress])
 
