@@ -1,5 +1,4 @@
 -- release.lua: KEYS[1]=record; ARGV[1]=token ARGV[2]='1' to keep the record in any case
--- ARGV[3]=wake-up channel
 -- => 1 released, or already gone | 0 lost: another token owns the record, or it is completed
 -- A record with history (a takeover, a recovery point, or ARGV[2]) keeps it: only the lease
 -- ends, so the next claim takes over at once, as attempt n+1, and can resume or reconcile.
@@ -17,5 +16,5 @@ if ARGV[2] == '1' or att ~= '1' or rp ~= '0' then
 else
   redis.call('DEL', KEYS[1])
 end
-if string.sub(v, 2, 2) == 'w' then redis.call('PUBLISH', ARGV[3], '') end -- someone waits (watch.lua)
+if string.sub(v, 2, 2) == 'w' then redis.call('PUBLISH', KEYS[1] .. ':w', '') end -- someone waits (watch.lua)
 return 1

@@ -42,9 +42,9 @@ func (s *Store) Await(ctx context.Context, req Request) (*Claim, error) {
 // wait waits for l's key to change hands: its local run to end, or a
 // wake-up, or the next poll. It returns false when ctx ends first.
 func (s *Store) wait(ctx context.Context, l *Lease, backoff *time.Duration) bool {
-	if f := s.flights.get(l.keys.record()); f != nil && f.fp == l.fp && f.lease != nil && f.lease.left() > 0 {
+	if f := s.flights.get(l.keys.record()); f != nil && f.fp == l.fp && s.flights.owned(f) {
 		select {
-		case <-f.done:
+		case <-s.flights.doneChan(f):
 			return true
 		case <-ctx.Done():
 			return false
@@ -55,7 +55,7 @@ func (s *Store) wait(ctx context.Context, l *Lease, backoff *time.Duration) bool
 	if s.wake != nil {
 		if woken, stop := s.wake.watch(ctx, l.keys.channel()); woken != nil {
 			defer stop()
-			reply, err := s.call(ctx, nil, watchScript, []string{l.keys.record()}, string(l.fp[:]))
+			reply, err := s.call(ctx, nil, watchScript, l.keys.one, string(l.fp[:]))
 			if err == nil && reply == int64(0) {
 				return true // completed or free meanwhile: claim again now
 			}

@@ -19,11 +19,15 @@ type flights struct {
 	m  map[string]*flight
 }
 
-// flight is one key's claim by this process, and then its run.
+// flight is one key's claim by this process, and then its run. Its
+// channels are made only when somebody waits on them, under flights.mu:
+// most flights have no follower.
 type flight struct {
-	fp      [fpLen]byte
-	claimed chan struct{} // closed once the leader's claim has its answer
-	done    chan struct{} // closed when the flight ends
+	fp        [fpLen]byte
+	isClaimed bool          // the leader's claim has its answer
+	isDone    bool          // the flight ended
+	claimed   chan struct{} // closed once isClaimed, if made
+	done      chan struct{} // closed once isDone, if made
 
 	// Set before claimed closes.
 	claim *Claim
@@ -50,9 +54,59 @@ func (fs *flights) join(key string, fp *[fpLen]byte) (f *flight, leader bool) {
 	if fs.m == nil {
 		fs.m = map[string]*flight{}
 	}
-	f = &flight{fp: *fp, claimed: make(chan struct{}), done: make(chan struct{})}
+	f = &flight{fp: *fp}
 	fs.m[key] = f
 	return f, true
+}
+
+// owned reports whether f's run holds its lease, as far as this process knows.
+func (fs *flights) owned(f *flight) bool {
+	fs.mu.Lock()
+	l := f.lease
+	fs.mu.Unlock()
+	return l != nil && l.left() > 0
+}
+
+// closed is a channel that is always closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// claimedChan returns a channel closed once f's claim has its answer.
+func (fs *flights) claimedChan(f *flight) <-chan struct{} {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f.isClaimed {
+		return closed
+	}
+	if f.claimed == nil {
+		f.claimed = make(chan struct{})
+	}
+	return f.claimed
+}
+
+// doneChan returns a channel closed once f ends.
+func (fs *flights) doneChan(f *flight) <-chan struct{} {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f.isDone {
+		return closed
+	}
+	if f.done == nil {
+		f.done = make(chan struct{})
+	}
+	return f.done
+}
+
+// settle records the leader's claim: its answer for the followers.
+func (fs *flights) settle(f *flight, c *Claim, err error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f.claim, f.err, f.isClaimed = c, err, true
+	if c != nil && c.Lease != nil {
+		f.lease = c.Lease
+	}
+	if f.claimed != nil {
+		close(f.claimed)
+	}
 }
 
 // get returns the key's flight, if any.
@@ -70,8 +124,10 @@ func (fs *flights) end(key string, f *flight, resp *Response) {
 		return // ended already
 	}
 	delete(fs.m, key)
-	f.resp = resp
-	close(f.done)
+	f.resp, f.isDone = resp, true
+	if f.done != nil {
+		close(f.done)
+	}
 }
 
 // collapse claims l's key, sharing one claim with the concurrent claims of
@@ -84,11 +140,10 @@ func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 		return s.claim(ctx, l)
 	case leader:
 		c, err := s.claim(ctx, l)
-		f.claim, f.err = c, err
 		if c != nil && c.Lease != nil {
-			f.lease, c.Lease.flight = c.Lease, f
+			c.Lease.flight = f
 		}
-		close(f.claimed)
+		s.flights.settle(f, c, err)
 		if c == nil || c.Lease == nil {
 			var resp *Response
 			if c != nil {
@@ -99,7 +154,7 @@ func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 		return c, err
 	}
 	select {
-	case <-f.claimed:
+	case <-s.flights.claimedChan(f):
 	case <-ctx.Done():
 		return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
 	}

@@ -26,6 +26,7 @@ type Lease struct {
 	req       Request
 	keys      recordKeys
 	token     string
+	tokenArg  any // token, boxed once
 	fp        [fpLen]byte
 	label     string       // the record's: the first claim's label
 	createdMS int64        // the record's: when it was first claimed
@@ -55,10 +56,9 @@ type Lease struct {
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	s := l.store
 	rec := appendCompleted(make([]byte, 0, offCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
-	keys := []string{l.keys.record()}
-	args := []any{rec, l.token, l.keys.channel()}
+	keys, args := l.keys.one, []any{rec, l.tokenArg}
 	if s.tombstone > 0 {
-		keys = append(keys, l.keys.tombstone())
+		keys = []string{l.keys.record(), l.keys.tombstone()}
 		args = append(args, tombstone(&l.fp, resp.Code, l.Attempt), s.tombstoneMS)
 	}
 	err := persist(ctx, func() error {
@@ -90,7 +90,7 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 		flag = "1"
 	}
 	err := persist(ctx, func() error {
-		reply, err := l.store.call(ctx, nil, releaseScript, []string{l.keys.record()}, l.token, flag, l.keys.channel())
+		reply, err := l.store.call(ctx, nil, releaseScript, l.keys.one, l.tokenArg, flag)
 		return decodeOK("release", reply, err)
 	})
 	l.ended(nil)
@@ -171,7 +171,7 @@ func isRedisReply(err error) bool {
 // is no longer this lease's.
 func (l *Lease) Extend(ctx context.Context) error {
 	sent := time.Now()
-	reply, err := l.store.call(ctx, nil, extendScript, []string{l.keys.record()}, l.token, l.store.retentionMS)
+	reply, err := l.store.call(ctx, nil, extendScript, l.keys.one, l.tokenArg, l.store.retentionArg)
 	err = decodeOK("extend", reply, err)
 	if err == nil {
 		l.signed(sent)
@@ -189,7 +189,7 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 	rec := appendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, s.thresholdMS,
 		&started{attempt: l.Attempt, recoveryPoint: point, recoveryData: data, label: l.label, createdMS: l.createdMS})
 	sent := time.Now()
-	reply, err := s.call(ctx, nil, checkpointScript, []string{l.keys.record()}, l.token, rec, s.retentionMS)
+	reply, err := s.call(ctx, nil, checkpointScript, l.keys.one, l.tokenArg, rec, s.retentionArg)
 	err = decodeReplicated("checkpoint", reply, err)
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.signed(sent)

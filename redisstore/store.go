@@ -141,6 +141,7 @@ type Store struct {
 	retentionMS    string
 	thresholdMS    string // retention - lease: a started record's PTTL stays above it while its lease is held
 	tombstoneMS    string
+	retentionArg   any // retentionMS, boxed once
 	obs            observe.Observer
 	noCollapse     bool
 	flights        flights
@@ -231,6 +232,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
 		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
+		retentionArg:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		obs:            opts.Observer,
 	}, nil
 }
@@ -379,29 +381,31 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 
 // newLease returns the lease a claim of req would hold.
 func (s *Store) newLease(req Request) *Lease {
-	return &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
+	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
 		fp: storedFingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli()}
+	l.tokenArg = l.token
+	return l
 }
 
 // claim claims l's key in Redis.
 func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
-	keys := []string{l.keys.record()}
+	keys := l.keys.one
 	if s.tombstone > 0 {
-		keys = append(keys, l.keys.tombstone())
+		keys = []string{l.keys.record(), l.keys.tombstone()}
 	}
 	rec := appendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: l.label, createdMS: l.createdMS})
-	args := []any{rec, s.retentionMS}
+	args := []any{rec, s.retentionArg}
 	if s.cache != nil {
 		args = append(args, "ttl") // a replay says how long the record lives, for the cache
 	}
 	start := time.Now()
-	reply, err := s.call(ctx, l.handBack, claimScript, keys, args...)
+	reply, err := s.call(ctx, l, claimScript, keys, args...)
 	c, err := s.decodeClaimReply(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.record(), l.keys.legacyLease()}, rec, s.retentionMS, l.req.Fingerprint)
+		reply, err = s.call(ctx, l, legacyScript, []string{l.keys.record(), l.keys.legacyLease()}, rec, s.retentionArg, l.req.Fingerprint)
 		c, err = s.decodeClaimReply(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
-			reply, err = s.call(ctx, l.handBack, claimScript, keys, args...)
+			reply, err = s.call(ctx, l, claimScript, keys, args...)
 			c, err = s.decodeClaimReply(l, reply, err, start)
 		}
 	}
@@ -467,25 +471,26 @@ func (s *Store) decodeClaimReply(l *Lease, reply any, err error, sent time.Time)
 
 // call runs script on keys within ctx. A client that does not end calls at
 // their deadline runs them on another goroutine, which the store stops
-// waiting for when ctx ends. uncertain, if set, is called when the call
-// failed without an answer from Redis, so that Redis may have run it:
-// at once, or when a call that was given up on gets its answer.
-func (s *Store) call(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args ...any) (any, error) {
+// waiting for when ctx ends. handBack, if set, is a claim's lease, handed
+// back when the call failed without an answer from Redis (so that Redis may
+// have run it): at once, or when a call that was given up on gets its
+// answer.
+func (s *Store) call(ctx context.Context, handBack *Lease, script *redis.Script, keys []string, args ...any) (any, error) {
 	if s.obs == nil {
-		return s.callBounded(ctx, uncertain, script, keys, args)
+		return s.callBounded(ctx, handBack, script, keys, args)
 	}
 	start := time.Now()
-	reply, err := s.callBounded(ctx, uncertain, script, keys, args)
+	reply, err := s.callBounded(ctx, handBack, script, keys, args)
 	s.obs.Redis(ctx, &observe.Call{Script: scriptNames[script], Start: start, Duration: time.Since(start), Err: err})
 	return reply, err
 }
 
 // callBounded is call, without the observer.
-func (s *Store) callBounded(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args []any) (any, error) {
+func (s *Store) callBounded(ctx context.Context, handBack *Lease, script *redis.Script, keys []string, args []any) (any, error) {
 	if s.bounded {
 		reply, err := s.eval(ctx, script, keys, args...)
-		if err != nil && reply == nil && uncertain != nil && !isRedisReply(err) {
-			uncertain()
+		if err != nil && reply == nil && handBack != nil && !isRedisReply(err) {
+			handBack.handBack()
 		}
 		return reply, err
 	}
@@ -500,8 +505,8 @@ func (s *Store) callBounded(ctx context.Context, uncertain func(), script *redis
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && r.reply == nil && uncertain != nil && !isRedisReply(r.err) {
-			uncertain()
+		if r.err != nil && r.reply == nil && handBack != nil && !isRedisReply(r.err) {
+			handBack.handBack()
 		}
 		return r.reply, r.err
 	case <-ctx.Done():
@@ -510,10 +515,10 @@ func (s *Store) callBounded(ctx context.Context, uncertain func(), script *redis
 			return r.reply, r.err
 		default:
 		}
-		if uncertain != nil {
+		if handBack != nil {
 			go func() {
 				if r := <-done; r.err == nil || !isRedisReply(r.err) {
-					uncertain()
+					handBack.handBack()
 				}
 			}()
 		}
@@ -563,7 +568,7 @@ type Record struct {
 // changes nothing. It returns ErrNotFound when there is no record.
 func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) {
 	keys := s.keys(scope, key)
-	reply, err := s.call(ctx, nil, lookupScript, []string{keys.record()})
+	reply, err := s.call(ctx, nil, lookupScript, keys.one)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lookup: %w", err)
 	}
@@ -576,10 +581,12 @@ func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) 
 }
 
 // recordKeys names the keys of one record: s is "<prefix>{<tag>}:lease",
-// the record is s[:n].
+// the record is s[:n]; one is []string{the record}, the KEYS of most
+// scripts, made once per lease.
 type recordKeys struct {
-	s string
-	n int
+	s   string
+	n   int
+	one []string
 }
 
 func (k recordKeys) record() string { return k.s[:k.n] }
@@ -602,13 +609,18 @@ func (s *Store) keys(scope, key string) recordKeys {
 
 	const lease = ":lease"
 	n := len(s.prefix) + 1 + 22 + 1
-	buf := make([]byte, n+len(lease))
-	copy(buf, s.prefix)
-	buf[len(s.prefix)] = '{'
-	base64.RawURLEncoding.Encode(buf[len(s.prefix)+1:], sum[:16])
-	buf[n-1] = '}'
-	copy(buf[n:], lease)
-	return recordKeys{s: string(buf), n: n}
+	var kstack [128]byte
+	buf := kstack[:0]
+	if n+len(lease) > len(kstack) {
+		buf = make([]byte, 0, n+len(lease))
+	}
+	buf = append(buf, s.prefix...)
+	buf = append(buf, '{')
+	buf = base64.RawURLEncoding.AppendEncode(buf, sum[:16])
+	buf = append(buf, '}')
+	buf = append(buf, lease...)
+	all := string(buf)
+	return recordKeys{s: all, n: n, one: []string{all[:n]}}
 }
 
 // newToken returns a fencing token: 8 random bytes.
