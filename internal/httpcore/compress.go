@@ -43,7 +43,7 @@ type Compression struct {
 // it compresses. A nil *ResponseCodec stores uncompressed. It is safe for
 // concurrent use.
 type ResponseCodec struct {
-	enc  *zstd.Encoder               // nil: store uncompressed
+	enc  *zstd.Encoder                 // nil: store uncompressed
 	dec  func() (*zstd.Decoder, error) // made on first need
 	dict uint32                        // the ID of the dictionary enc uses, 0 for none
 }
