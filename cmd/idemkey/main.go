@@ -4,6 +4,7 @@
 //	idemkey serve [flags]         the example payments API, protected by ginmw
 //	idemkey storm --url URL ...   a retry-storm load tester for any Idempotency-Key endpoint
 //	idemkey inspect [flags] KEY   the idempotency record of one key
+//	idemkey dict train [flags] PATH...  a zstd dictionary for stored responses, from sample bodies
 //
 // Run "idemkey <command> -h" for a command's flags. Every command exits 0
 // on success and 2 on a usage error; see each command for its other codes.
@@ -29,6 +30,7 @@ Usage:
   idemkey serve [flags]            serve the example payments API (examples/payments)
   idemkey storm --url URL [flags]  retry-storm any HTTP endpoint that takes Idempotency-Key
   idemkey inspect [flags] KEY      show the idempotency record of a key
+  idemkey dict train [flags] PATH  build a dictionary for compressing stored responses
 
 Run 'idemkey <command> -h' for the flags of a command.
 `
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return storm.Command(ctx, rest, stdout, stderr)
 	case "inspect":
 		return inspect(ctx, rest, stdout, stderr)
+	case "dict":
+		return dictCommand(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
