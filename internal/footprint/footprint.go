@@ -12,6 +12,7 @@
 package footprint
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -191,25 +192,10 @@ func (m *measurer) row(ctx context.Context, name, mode string, opts httpmw.Optio
 	if err != nil {
 		return row, err
 	}
-	opts.Scope = httpmw.SharedScope("footprint")
-	opts.Timeout = 10 * time.Second
-	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i, _ := strconv.Atoi(r.URL.Query().Get("i"))
-		s := samples[i%len(samples)]
-		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("Location", s.Location)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write(s.Body)
-	})
-	h := httpmw.New(store, opts)(app)
+	h := newHandler(store, opts, samples, contentType)
 	send := func(i int, key string) error {
-		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/things?i="+strconv.Itoa(i), strings.NewReader(`{"amount":1200}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusCreated || rec.Body.Len() != len(samples[i%len(samples)].Body) {
-			return fmt.Errorf("footprint: %s %s: request %d answered %d with %d bytes: %s", name, mode, i, rec.Code, rec.Body.Len(), rec.Body.String()[:min(rec.Body.Len(), 200)])
+		if err := h.send(ctx, i, key, false); err != nil {
+			return fmt.Errorf("footprint: %s %s: %w", name, mode, err)
 		}
 		return nil
 	}
@@ -276,6 +262,42 @@ func (m *measurer) row(ctx context.Context, name, mode string, opts httpmw.Optio
 		ts.Usage /= n
 	}
 	return row, nil
+}
+
+// handler is the middleware in front of an application that answers
+// request i with samples[i].
+type handler struct {
+	h       http.Handler
+	samples []corpus.Sample
+}
+
+func newHandler(store *redisstore.Store, opts httpmw.Options, samples []corpus.Sample, contentType string) *handler {
+	opts.Scope = httpmw.SharedScope("footprint")
+	opts.Timeout = 10 * time.Second
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, _ := strconv.Atoi(r.URL.Query().Get("i"))
+		s := samples[i%len(samples)]
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Location", s.Location)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(s.Body)
+	})
+	return &handler{h: httpmw.New(store, opts)(app), samples: samples}
+}
+
+// send sends request i with key, in process, and checks the answer: the
+// sample's body, a replay if replay is set.
+func (h *handler) send(ctx context.Context, i int, key string, replay bool) error {
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/things?i="+strconv.Itoa(i), strings.NewReader(`{"amount":1200}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	rec := httptest.NewRecorder()
+	h.h.ServeHTTP(rec, req)
+	want := h.samples[i%len(h.samples)].Body
+	if rec.Code != http.StatusCreated || !bytes.Equal(rec.Body.Bytes(), want) || (rec.Header().Get("Idempotent-Replayed") == "true") != replay {
+		return fmt.Errorf("request %d answered %d with %d bytes (want %d, replay %v): %.200s", i, rec.Code, rec.Body.Len(), len(want), replay, rec.Body.String())
+	}
+	return nil
 }
 
 // newPrefix returns a prefix as long as the default "idem:", unlikely to be
