@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/corpus"
@@ -270,4 +271,23 @@ func TestHeaderBytes(t *testing.T) {
 	t.Logf("stored headers (Content-Type: Gin JSON, Location of %d B): version 1 %d B, version 2 %d B", len(h.Get("Location")), v1, v2)
 	require.Equal(t, 1+1+2+2+len(h.Get("Location")), v2)
 	require.Less(t, v2, v1-40)
+}
+
+// TestFrameOverhead holds the stored zstd frame to its smallest form: no
+// magic number, one segment (content size, no window), a 2-byte dictionary
+// ID for IDs below 65536, no checksum.
+func TestFrameOverhead(t *testing.T) {
+	c := codecs(t)["zstd+dict"]
+	body := corpus.Payment.Bodies(303, 1)[0]
+	stored := c.Append(nil, nil, body, false)
+	require.Equal(t, byte(responseV2|flagCompressed), stored[0])
+	require.NotEqual(t, zstdMagic[:], stored[1:5], "the magic number is not stored")
+	var h zstd.Header
+	require.NoError(t, h.Decode(append(zstdMagic[:], stored[1:]...)))
+	require.True(t, h.SingleSegment)
+	require.False(t, h.HasCheckSum)
+	require.EqualValues(t, 40001, h.DictionaryID)
+	require.Equal(t, 4+1+2+2, h.HeaderSize, "magic, descriptor, 2-byte dictionary ID, 2-byte content size")
+	t.Logf("payment body %d B: stored %d B, of which 1 B version and flags and %d B frame header (the 4-byte magic number not stored)",
+		len(body), len(stored), h.HeaderSize-4)
 }
