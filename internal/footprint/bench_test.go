@@ -3,8 +3,10 @@ package footprint
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,13 +22,21 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
+// benchDicts holds a dictionary per corpus, trained once per process.
+var benchDicts sync.Map // corpus name -> []byte
+
 // benchModes are the ways of storing compared side by side.
 func benchModes(b *testing.B, k corpus.Kind) []struct {
 	name string
 	opts httpmw.Options
 } {
-	d, err := zdict.Train(k.Bodies(1, 1000), zdict.Options{ID: 40000})
-	require.NoError(b, err)
+	v, ok := benchDicts.Load(k.Name)
+	if !ok {
+		d, err := zdict.Train(k.Bodies(1, 1000), zdict.Options{ID: 40000})
+		require.NoError(b, err)
+		v, _ = benchDicts.LoadOrStore(k.Name, d)
+	}
+	d := v.([]byte)
 	return []struct {
 		name string
 		opts httpmw.Options
@@ -45,6 +55,7 @@ type cpuMeter struct {
 }
 
 func startCPU(b *testing.B, rdb *redis.Client) *cpuMeter {
+	runtime.GC() // the set-up's garbage is not the requests' cost
 	c := &cpuMeter{b: b, rdb: rdb, proc: processCPU()}
 	var err error
 	c.redis, err = redisCPU(context.Background(), rdb)
