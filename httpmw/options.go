@@ -141,9 +141,9 @@ type Options struct {
 	// this says later. It trades CPU on the first execution for Redis
 	// memory: for 1 KiB of JSON full of random IDs, the record shrinks by
 	// about a third, and the first execution costs some 15 µs more CPU
-	// (+15-20% per request, measured with internal/footprint's
-	// benchmarks); replays cost about the same, as there is less to read
-	// from Redis. Dictionaries shrink small bodies much more. Default: false.
+	// (+15-20% per request on a 2-core machine); replays cost about the
+	// same, as there is less to read from Redis. Dictionaries shrink small
+	// bodies much more. Default: false.
 	Compress bool
 
 	// Dictionaries are zstd dictionaries for compressing stored responses,
