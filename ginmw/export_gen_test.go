@@ -30,6 +30,8 @@ func OptionsFromHTTP(o httpmw.Options) Options {
 		ProblemBase:        o.ProblemBase,
 		Shutdown:           o.Shutdown,
 		Logger:             o.Logger,
+		Compress:           o.Compress,
+		Dictionaries:       o.Dictionaries,
 	}
 	if o.Skip != nil {
 		g.Skip = func(c *gin.Context) bool { return o.Skip(c.Request) }

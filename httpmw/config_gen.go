@@ -30,6 +30,8 @@ func (o *Options) config() httpcore.Config {
 		ProblemBase:        o.ProblemBase,
 		Shutdown:           o.Shutdown,
 		Logger:             o.Logger,
+		Compress:           o.Compress,
+		Dictionaries:       o.Dictionaries,
 	}
 	if o.Skip != nil {
 		skip := o.Skip

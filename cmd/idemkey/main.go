@@ -6,6 +6,7 @@
 //	idemkey inspect [flags] KEY   the idempotency record of one key
 //	idemkey verify --url URL ...  the idempotency verification list, run against any endpoint
 //	idemkey doctor [flags]        checks a Redis for use as an idempotency store
+//	idemkey dict train [flags] PATH...  a zstd dictionary for stored responses, from sample bodies
 //
 // Run "idemkey <command> -h" for a command's flags. Every command exits 0
 // on success and 2 on a usage error; see each command for its other codes.
@@ -33,6 +34,7 @@ Usage:
   idemkey inspect [flags] KEY       show the idempotency record of a key
   idemkey verify --url URL [flags]  check one endpoint's idempotency contract, clause by clause
   idemkey doctor [flags]            check a Redis for use as an idempotency store
+  idemkey dict train [flags] PATH   build a dictionary for compressing stored responses
 
 Run 'idemkey <command> -h' for the flags of a command.
 `
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return verify(ctx, rest, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, rest, stdout, stderr)
+	case "dict":
+		return dictCommand(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

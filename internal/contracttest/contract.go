@@ -35,6 +35,7 @@ func Run(t *testing.T, mount Mount) {
 func run(t *testing.T, mount Mount, b backend) {
 	runExactlyOnce(t, mount, b)
 	runObserve(t, mount, b)
+	runMemory(t, mount, b)
 	payment := `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	t.Run("first request runs; a retry replays status, body and headers", func(t *testing.T) {

@@ -302,12 +302,17 @@ func (h *Guard) encode(rec *Recorder) redisstore.Response {
 		}
 		hdr.Set("Content-Type", "application/problem+json")
 	}
-	return redisstore.Response{Code: rec.status, Body: appendResponse(nil, hdr, body, rec.oversize)}
+	return redisstore.Response{Code: rec.status, Body: h.o.codec.Append(nil, hdr, body, rec.oversize)}
 }
 
 // replay writes a stored outcome with Idempotent-Replayed: true.
 func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
-	resp, err := DecodeResponse(stored.Code, stored.Body)
+	resp, err := h.o.codec.Decode(stored.Code, stored.Body)
+	if errors.Is(err, ErrUnknownDictionary) {
+		h.o.Logger.Error("idemkey: stored response compressed with a dictionary that Options.Dictionaries no longer holds; keep a replaced dictionary for the retention", "err", err)
+		h.fail(w, &problemStoredUnreadable)
+		return
+	}
 	if err != nil {
 		h.o.Logger.Error("idemkey: stored response unreadable", "err", err)
 		h.fail(w, &problemStoredUnreadable)

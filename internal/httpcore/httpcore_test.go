@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/internal/corpus"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -98,22 +99,41 @@ func TestResponseCodec(t *testing.T) {
 	}
 }
 
-// FuzzDecodeResponse makes sure stored bytes of any shape decode or fail
-// cleanly, and that what decodes re-encodes to the same response.
+// FuzzDecodeResponse makes sure stored bytes of any shape (either version,
+// raw or compressed, with a dictionary or without) decode or fail cleanly,
+// and that what decodes re-encodes, through every codec, to the same
+// response.
 func FuzzDecodeResponse(f *testing.F) {
+	all := codecs(f)
+	h := http.Header{"Content-Type": {"application/json"}, "Location": {"/p/1"}, "X-A": {"b", ""}}
+	body := corpus.Payment.Bodies(9, 1)[0]
 	f.Add(appendResponse(nil, http.Header{"A": {"b"}}, []byte("body"), false))
+	f.Add(appendV1(nil, h, []byte("body"), true))
 	f.Add([]byte{1, 0, 0})
 	f.Add([]byte{1, 1, 2, 1, 'a', 0})
+	f.Add([]byte{0x20, 1, 0, 0})
+	for _, c := range all {
+		f.Add(c.Append(nil, h, body, false))
+	}
+	dec := all["zstd+dict"] // holds both dictionaries
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeResponse(200, b)
+		r, err := dec.Decode(200, b)
 		if err != nil {
+			require.ErrorIs(t, err, ErrCorruptResponse)
 			return
 		}
-		again, err := DecodeResponse(200, appendResponse(nil, r.Header, r.Body, r.BodyOmitted))
-		require.NoError(t, err)
-		require.Equal(t, r.Body, again.Body)
-		require.Equal(t, r.BodyOmitted, again.BodyOmitted)
-		require.Equal(t, len(r.Header), len(again.Header))
+		for name, c := range all {
+			again, err := dec.Decode(200, c.Append(nil, r.Header, r.Body, r.BodyOmitted))
+			require.NoError(t, err, name)
+			require.Equal(t, r.Body, again.Body, name)
+			require.Equal(t, r.BodyOmitted, again.BodyOmitted, name)
+			require.Equal(t, len(r.Header), len(again.Header), name)
+			for k, vs := range r.Header {
+				if len(vs) > 0 {
+					require.Equal(t, vs, again.Header[k], name)
+				}
+			}
+		}
 	})
 }
 

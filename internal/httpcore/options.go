@@ -37,10 +37,16 @@ type Config struct {
 	ProblemBase        string
 	Shutdown           context.Context
 	Logger             *slog.Logger
+	Compress           bool
+	Dictionaries       [][]byte
 
 	// Route, set by the adapter, returns the route's pattern for the
 	// observer (Gin's FullPath), or "" to use the ServeMux pattern or path.
 	Route func(r *http.Request, c any) string
+
+	// codec stores and replays responses, compressed as Compress and
+	// Dictionaries say; withDefaults makes it.
+	codec *ResponseCodec
 }
 
 // DefaultProblemBase is the default Options.ProblemBase: the problem types
@@ -104,7 +110,8 @@ func CheckSharedScope(name string) {
 }
 
 // withDefaults returns o with every zero field set to its default, and
-// panics on settings no program should make.
+// panics on settings no program should make (a negative limit, a dictionary
+// that is not one).
 func (o Config) withDefaults() Config {
 	if o.Header == "" {
 		o.Header = "Idempotency-Key"
@@ -160,5 +167,11 @@ func (o Config) withDefaults() Config {
 		o.FingerprintHeaders[i] = http.CanonicalHeaderKey(h)
 	}
 	slices.Sort(o.FingerprintHeaders)
+	o.Dictionaries = slices.Clone(o.Dictionaries)
+	codec, err := NewResponseCodec(Compression{On: o.Compress, Dictionaries: o.Dictionaries})
+	if err != nil {
+		panic(err.Error() + " (Options.Dictionaries)")
+	}
+	o.codec = codec
 	return o
 }

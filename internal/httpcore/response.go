@@ -4,19 +4,41 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"slices"
 )
 
 // A stored response is one redisstore.Response: Code is the HTTP status, and
-// Body encodes the headers and body:
+// Body encodes the headers and body. Two versions exist; both decode.
 //
-//	version byte (1) | flags byte | uvarint header count |
+// Version 2, written since compression came in, spends one byte on the
+// version and the flags, and names common headers and values by their index
+// in the tables of header_table.go:
+//
+//	0x20|flags | payload
+//	payload:  uvarint header count | {name, value}... | body
+//	name:     uvarint 2*i (names[i]) or 2*len+1 followed by len bytes
+//	value:    uvarint 2*i (values[i]) or 2*len+1 followed by len bytes
+//
+// With flagCompressed the payload is a zstd frame without its 4-byte magic
+// number (always the same, so not worth storing); the frame names the
+// dictionary it was compressed with, if any.
+//
+// Version 1, written by the first releases:
+//
+//	0x01 | flags byte | uvarint header count |
 //	{uvarint len, name, uvarint len, value}... | body
 //
-// A header with several values is several name/value pairs, in order.
+// In both, a header with several values is several name/value pairs, in
+// order, and flagBodyOmitted says the body was over MaxResponseBytes and a
+// problem stands in for it.
 
 const (
-	responseVersion = 1
+	responseV1 = 1
+	responseV2 = 0x20 // the high nibble is the version, the low one the flags
+
 	flagBodyOmitted = 1 // the body was over MaxResponseBytes; a problem body stands in
+	flagCompressed  = 2 // the payload is a zstd frame (version 2 only)
+	flagsV2         = flagBodyOmitted | flagCompressed
 )
 
 // StoredResponse is a response as stored for replay.
@@ -27,38 +49,108 @@ type StoredResponse struct {
 	// BodyOmitted is true when the original body exceeded MaxResponseBytes
 	// and Body is the response-too-large problem that replays get instead.
 	BodyOmitted bool
+	// Compressed is true when the response was stored compressed; Body is
+	// the original, decompressed.
+	Compressed bool
 }
 
 // ErrCorruptResponse is returned by DecodeResponse for bytes that are not a
 // stored response.
 var ErrCorruptResponse = errors.New("idemkey: stored response is corrupt")
 
+// appendResponse appends the version 2 encoding of a response, uncompressed.
 func appendResponse(dst []byte, h http.Header, body []byte, omitted bool) []byte {
 	flags := byte(0)
 	if omitted {
 		flags |= flagBodyOmitted
 	}
-	n := 0
-	for _, vs := range h {
-		n += len(vs)
-	}
-	dst = append(dst, responseVersion, flags)
-	dst = binary.AppendUvarint(dst, uint64(n))
-	for k, vs := range h {
-		for _, v := range vs {
-			dst = binary.AppendUvarint(dst, uint64(len(k)))
-			dst = append(dst, k...)
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
-		}
-	}
+	dst = append(dst, responseV2|flags)
+	dst = appendHeaders(dst, h)
 	return append(dst, body...)
 }
 
+// appendHeaders appends a version 2 header block: names sorted, so that
+// equal headers always encode to equal bytes.
+func appendHeaders(dst []byte, h http.Header) []byte {
+	var stack [16]string
+	names := stack[:0]
+	n := 0
+	for k, vs := range h {
+		if len(vs) > 0 {
+			names = append(names, k)
+			n += len(vs)
+		}
+	}
+	slices.Sort(names)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for _, k := range names {
+		for _, v := range h[k] {
+			dst = appendEntry(dst, k, headerNames)
+			dst = appendEntry(dst, v, headerValues)
+		}
+	}
+	return dst
+}
+
+// appendEntry appends s as its index in table, or as a literal.
+func appendEntry(dst []byte, s string, table map[string]int) []byte {
+	if i, ok := table[s]; ok {
+		return binary.AppendUvarint(dst, uint64(2*i))
+	}
+	dst = binary.AppendUvarint(dst, uint64(2*len(s)+1))
+	return append(dst, s...)
+}
+
 // DecodeResponse decodes a stored response body (the Body of the
-// redisstore.Response the middleware stored) with its status code.
+// redisstore.Response the middleware stored) with its status code. A
+// response compressed with a dictionary needs a ResponseCodec that holds
+// it: DecodeResponse returns ErrUnknownDictionary for it.
 func DecodeResponse(status int, b []byte) (*StoredResponse, error) {
-	if len(b) < 2 || b[0] != responseVersion {
+	return (*ResponseCodec)(nil).Decode(status, b)
+}
+
+// decodeV2Payload decodes the payload of a version 2 response into r.
+func decodeV2Payload(r *StoredResponse, b []byte) error {
+	n, b, ok := uvarint(b)
+	if !ok || n > uint64(len(b)) {
+		return ErrCorruptResponse
+	}
+	r.Header = make(http.Header, n)
+	for range n {
+		var k, v string
+		if k, b, ok = entry(b, headerNameList); !ok {
+			return ErrCorruptResponse
+		}
+		if v, b, ok = entry(b, headerValueList); !ok {
+			return ErrCorruptResponse
+		}
+		r.Header[k] = append(r.Header[k], v)
+	}
+	r.Body = b
+	return nil
+}
+
+// entry reads a name or value: an index into table, or a literal.
+func entry(b []byte, table []string) (string, []byte, bool) {
+	n, b, ok := uvarint(b)
+	if !ok {
+		return "", nil, false
+	}
+	if n%2 == 0 {
+		if n/2 >= uint64(len(table)) {
+			return "", nil, false
+		}
+		return table[n/2], b, true
+	}
+	if n/2 > uint64(len(b)) {
+		return "", nil, false
+	}
+	return string(b[:n/2]), b[n/2:], true
+}
+
+// decodeV1 decodes a version 1 response.
+func decodeV1(status int, b []byte) (*StoredResponse, error) {
+	if len(b) < 2 || b[0] != responseV1 {
 		return nil, ErrCorruptResponse
 	}
 	r := &StoredResponse{Status: status, BodyOmitted: b[1]&flagBodyOmitted != 0}
