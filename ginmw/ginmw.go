@@ -72,7 +72,8 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 			return
 		}
 		orig, origReq := c.Writer, c.Request
-		c.Writer = &writer{ResponseWriter: orig, rec: x.Recorder}
+		w := &writer{ResponseWriter: orig, rec: x.Recorder}
+		c.Writer = w
 		c.Request = x.Request
 		defer func() {
 			c.Request = origReq
@@ -80,7 +81,10 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 				c.Writer = orig // the key was released: the app answers (an error middleware, Recovery)
 				return
 			}
-			seal(c, core)
+			// The stored response is on the wire and final.
+			orig.WriteHeaderNow()
+			w.sealed = sealed{ResponseWriter: orig, logger: core.Logger()}
+			c.Writer = &w.sealed
 		}()
 		x.Run(func() {
 			c.Next()
@@ -137,6 +141,7 @@ func (w *sealed) WriteString(s string) (int, error) {
 type writer struct {
 	gin.ResponseWriter // the real writer, for CloseNotify and Pusher
 	rec                *httpcore.Recorder
+	sealed             sealed // what outer middleware gets once the response is final
 }
 
 var _ gin.ResponseWriter = (*writer)(nil)

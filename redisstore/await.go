@@ -122,18 +122,27 @@ func (w *waker) watch(ctx context.Context, channel string) (<-chan struct{}, fun
 		go w.read(w.ps, w.alive)
 	}
 	ws := w.subs[channel]
-	if ws == nil {
+	first := ws == nil
+	if first {
 		ws = &waiters{ready: make(chan struct{}), woken: make(chan struct{})}
 		w.subs[channel] = ws
-		if err := w.ps.Subscribe(ctx, channel); err != nil {
-			delete(w.subs, channel)
+	}
+	ws.n++
+	woken, ready, ps := ws.woken, ws.ready, w.ps
+	w.mu.Unlock()
+	if first {
+		// Outside the lock: subscribing is I/O, and a Redis that hangs must
+		// not hold up the other waiters.
+		if err := ps.Subscribe(ctx, channel); err != nil {
+			w.mu.Lock()
+			ws.n--
+			if ws.n == 0 && w.subs[channel] == ws {
+				delete(w.subs, channel)
+			}
 			w.mu.Unlock()
 			return nil, nil
 		}
 	}
-	ws.n++
-	woken, ready := ws.woken, ws.ready
-	w.mu.Unlock()
 
 	stop := func() {
 		w.mu.Lock()

@@ -217,81 +217,102 @@ func (l *Lease) DerivedKey(step string) string {
 
 // Supervise watches over an operation running on the lease, whose context
 // cancel cancels: it keeps the lease alive with a heartbeat every
-// Options.Heartbeat and cancels with cause ErrLeaseLost if the lease is lost;
-// with Options.MaxDuration set, once that passes it stops extending the
-// lease, so a stuck operation cannot hold the key, and cancels with cause
-// ErrMaxDuration. stop ends the watch; call it when the operation returns,
-// before completing or releasing the lease.
+// Options.Heartbeat and cancels with cause ErrLeaseLost if the lease is lost
+// (Redis says another caller took it over, or no beat reached Redis before
+// the lease ran out); with Options.MaxDuration set, once that passes it
+// stops extending the lease, so a stuck operation cannot hold the key, and
+// cancels with cause ErrMaxDuration. stop ends the watch; call it when the
+// operation returns, before completing or releasing the lease.
 func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
-	stopBeat := l.keepAlive(func() { cancel(ErrLeaseLost) })
+	h := l.heartbeat(cancel, nil)
 	if l.store.maxDuration <= 0 {
-		return stopBeat
+		return h.stop
 	}
 	over := time.AfterFunc(l.store.maxDuration, func() {
-		stopBeat()
+		h.stop()
 		cancel(ErrMaxDuration)
 	})
 	return func() {
 		over.Stop()
-		stopBeat()
+		h.stop()
 	}
 }
 
-// keepAlive extends the lease every Options.Heartbeat until stop is called,
-// so that a live owner is never taken over however long it runs. Each beat
-// waits at most a third of the interval for Redis, and a beat that fails is
-// tried again after a fifth of it: a slow or lost beat costs little of the
-// lease. If Redis reports the lease lost (another caller took the record
-// over), keepAlive calls onLost (once, from its own goroutine) and stops.
+// keepAlive is the heartbeat of Supervise, calling onLost (once, from its
+// own goroutine) when the lease is lost; stop ends it. onLost may be nil.
+func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.heartbeat(nil, onLost).stop }
+
+// heartbeat extends a lease every Options.Heartbeat until stopped, so that a
+// live owner is never taken over however long it runs. Each beat waits for
+// Redis a third of the interval, and a beat that fails is tried again after
+// a fifth of it: a lost beat costs little of the lease (a Redis slower than
+// a third of the interval for a whole lease loses it). When Redis says
+// the lease is lost, or the lease has run out by this process's clock with
+// no beat through, the owner is told (cancel with ErrLeaseLost, or onLost)
+// and the heartbeat stops: the owner must assume another caller has its key.
 // Nothing runs between beats: an owner that finishes within one interval
-// costs one timer. The beats use their own contexts, so cancelling the
-// owner's request does not stop them; only stop does. stop waits for a beat
-// in flight and may be called more than once. onLost may be nil.
-func (l *Lease) keepAlive(onLost func()) (stop func()) {
-	every := l.store.heartbeat
-	wait, retry := max(every/3, time.Millisecond), max(every/5, time.Millisecond)
-	var (
-		mu       sync.Mutex
-		stopped  bool
-		inflight sync.WaitGroup
-		t        *time.Timer
-	)
-	beat := func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			return
-		}
-		inflight.Add(1)
-		mu.Unlock()
-		defer inflight.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		err := l.Extend(ctx)
-		cancel()
-		if errors.Is(err, ErrLeaseLost) {
-			if onLost != nil {
-				onLost()
-			}
-			return
-		}
-		next := every
-		if err != nil {
-			next = retry
-		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(next)
-		}
-		mu.Unlock()
+// costs one timer. Beats use their own contexts, so cancelling the owner's
+// request does not stop them; only stop does, which waits for a beat in
+// flight and may be called more than once.
+type heartbeat struct {
+	l        *Lease
+	cancel   context.CancelCauseFunc
+	onLost   func()
+	mu       sync.Mutex
+	stopped  bool
+	inflight sync.WaitGroup
+	t        *time.Timer
+}
+
+func (l *Lease) heartbeat(cancel context.CancelCauseFunc, onLost func()) *heartbeat {
+	h := &heartbeat{l: l, cancel: cancel, onLost: onLost}
+	h.mu.Lock()
+	h.t = time.AfterFunc(l.store.heartbeat, h.beat)
+	h.mu.Unlock()
+	return h
+}
+
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
 	}
-	mu.Lock()
-	t = time.AfterFunc(every, beat)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-		inflight.Wait()
+	h.inflight.Add(1)
+	h.mu.Unlock()
+	defer h.inflight.Done()
+	every := h.l.store.heartbeat
+	ctx, cancel := context.WithTimeout(context.Background(), max(every/3, time.Millisecond))
+	err := h.l.Extend(ctx)
+	cancel()
+	if errors.Is(err, ErrLeaseLost) || (err != nil && h.l.left() <= 0) {
+		h.lost()
+		return
 	}
+	next := every
+	if err != nil {
+		next = max(every/5, time.Millisecond)
+	}
+	h.mu.Lock()
+	if !h.stopped {
+		h.t.Reset(next)
+	}
+	h.mu.Unlock()
+}
+
+func (h *heartbeat) lost() {
+	if h.cancel != nil {
+		h.cancel(ErrLeaseLost)
+	}
+	if h.onLost != nil {
+		h.onLost()
+	}
+}
+
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.t.Stop()
+	h.mu.Unlock()
+	h.inflight.Wait()
 }

@@ -33,6 +33,15 @@ func (e *KeyError) Is(target error) bool { return target == ErrKey }
 // quotes or backslashes, and an sf-string may not have parameters.
 // Surrounding spaces and tabs are ignored. Its errors are *KeyError.
 func ParseKey(v string) (string, error) {
+	k, err := parseKey(v)
+	if err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+// parseKey is ParseKey with its error's type.
+func parseKey(v string) (string, *KeyError) {
 	v = strings.Trim(v, " \t")
 	if v == "" {
 		return "", errorf("the key is empty")
@@ -78,6 +87,6 @@ func ParseKey(v string) (string, error) {
 	return "", errorf("the quoted key has no closing quote")
 }
 
-func errorf(format string, args ...any) error {
+func errorf(format string, args ...any) *KeyError {
 	return &KeyError{Reason: fmt.Sprintf(format, args...)}
 }

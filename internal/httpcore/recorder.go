@@ -33,12 +33,13 @@ type Recorder struct {
 	hijacked  bool
 }
 
-func newRecorder(w http.ResponseWriter, max int, omit map[string]bool) *Recorder {
+// init readies rec to record for w.
+func (rec *Recorder) init(w http.ResponseWriter, max int, omit map[string]bool) {
 	var before http.Header
 	if h := w.Header(); len(h) > 0 {
 		before = h.Clone()
 	}
-	return &Recorder{w: w, before: before, status: http.StatusOK, max: max, omit: omit}
+	*rec = Recorder{w: w, before: before, status: http.StatusOK, max: max, omit: omit}
 }
 
 // checkStatus panics on a status net/http refuses, as net/http does, so that
