@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -34,7 +36,8 @@ import (
 // whose outcome the middleware already reported as not stored.
 
 // stormKeys is the number of keys of a failover storm: 1,000 by default (5
-// duplicates each), IDEMKEY_FAILOVER_KEYS for a bigger run.
+// duplicates each), IDEMKEY_FAILOVER_KEYS for a bigger run, which also runs
+// the cases CI leaves out to save time (see bigRun).
 func stormKeys(t *testing.T) int {
 	v := os.Getenv("IDEMKEY_FAILOVER_KEYS")
 	if v == "" {
@@ -46,14 +49,17 @@ func stormKeys(t *testing.T) int {
 	return n
 }
 
+// bigRun reports whether IDEMKEY_FAILOVER_KEYS asks for the bigger run.
+func bigRun() bool { return os.Getenv("IDEMKEY_FAILOVER_KEYS") != "" }
+
 // exchange is one HTTP request of a storm as the client saw it.
 type exchange struct {
-	key     string
-	start   time.Time
-	took    time.Duration
-	status  int // 0: transport error
-	replay  bool
-	retryAt string
+	key    string
+	start  time.Time
+	took   time.Duration
+	status int   // 0: transport error
+	err    error // the transport error
+	replay bool
 }
 
 // exchangeLog is an http.RoundTripper that records every exchange.
@@ -66,9 +72,9 @@ type exchangeLog struct {
 func (l *exchangeLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := l.base.RoundTrip(r)
-	e := exchange{key: r.Header.Get("Idempotency-Key"), start: start, took: time.Since(start)}
+	e := exchange{key: r.Header.Get("Idempotency-Key"), start: start, took: time.Since(start), err: err}
 	if err == nil {
-		e.status, e.replay, e.retryAt = resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", resp.Header.Get("Retry-After")
+		e.status, e.replay = resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true"
 	}
 	l.mu.Lock()
 	l.all = append(l.all, e)
@@ -87,15 +93,14 @@ func (l *exchangeLog) exchanges() []exchange {
 // acknowledged by enough replicas (level Warn): the records that carry both
 // a key and a status.
 type outcomeLog struct {
-	mu          sync.Mutex
-	notStored   map[string]time.Time
-	notReplied  map[string]time.Time // not acknowledged by the replicas
-	unavailable int                  // claims refused: store unavailable
-	errs        []string             // the errors of the first outcomes not stored
+	mu        sync.Mutex
+	notStored map[string]bool
+	notAcked  map[string]bool
+	errs      []string // the errors of the first outcomes not stored
 }
 
 func newOutcomeLog() *outcomeLog {
-	return &outcomeLog{notStored: map[string]time.Time{}, notReplied: map[string]time.Time{}}
+	return &outcomeLog{notStored: map[string]bool{}, notAcked: map[string]bool{}}
 }
 
 func (o *outcomeLog) Enabled(context.Context, slog.Level) bool { return true }
@@ -118,15 +123,14 @@ func (o *outcomeLog) Handle(_ context.Context, r slog.Record) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
-	case key != "" && hasStatus && r.Level >= slog.LevelError:
-		o.notStored[key] = r.Time
+	case key == "" || !hasStatus:
+	case r.Level >= slog.LevelError:
+		o.notStored[key] = true
 		if len(o.errs) < 3 {
 			o.errs = append(o.errs, errText)
 		}
-	case key != "" && hasStatus && r.Level >= slog.LevelWarn:
-		o.notReplied[key] = r.Time
-	case key != "" && r.Level >= slog.LevelWarn:
-		o.unavailable++
+	case r.Level >= slog.LevelWarn:
+		o.notAcked[key] = true
 	}
 	return nil
 }
@@ -136,15 +140,13 @@ func (o *outcomeLog) Handle(_ context.Context, r slog.Record) error {
 func (o *outcomeLog) reported(key string) (notStored, notAcked bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, notStored = o.notStored[key]
-	_, notAcked = o.notReplied[key]
-	return notStored, notAcked
+	return o.notStored[key], o.notAcked[key]
 }
 
 func (o *outcomeLog) counts() (notStored, notAcked int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.notStored), len(o.notReplied)
+	return len(o.notStored), len(o.notAcked)
 }
 
 // failoverStorm is a storm run across a fault, and what it measured.
@@ -204,13 +206,14 @@ func runAcross(t *testing.T, a *app, out *outcomeLog, keys int, fault func(ctx c
 		defer close(probed)
 		probeFresh(a.srv.URL, f.probe, stopProbe)
 	}()
+	endProbe := sync.OnceFunc(func() { close(stopProbe); <-probed })
+	defer endProbe() // also when fault fails the test
 	f.fault = time.Now()
 	fault(ctx)
 	f.took = time.Since(f.fault)
 	ranBefore := a.total()
 	res := <-done
-	close(stopProbe)
-	<-probed
+	endProbe()
 	require.NoError(t, res.err)
 	f.rep = res.rep
 	require.Less(t, ranBefore, a.total(), "the storm ended before the failover did: nothing ran after it")
@@ -218,11 +221,13 @@ func runAcross(t *testing.T, a *app, out *outcomeLog, keys int, fault func(ctx c
 }
 
 // probeFresh sends a request with a fresh key every 20ms until stop is
-// closed, one at a time, recording each in log: fresh keys never wait for
-// another request, so their latency is the middleware's own.
+// closed (for 10 minutes at most), one at a time, recording each in log:
+// fresh keys never wait for another request, so their latency is the
+// middleware's own.
 func probeFresh(url string, log *exchangeLog, stop <-chan struct{}) {
 	client := &http.Client{Transport: log, Timeout: 30 * time.Second}
-	for i := 0; ; i++ {
+	end := time.Now().Add(10 * time.Minute)
+	for i := 0; time.Now().Before(end); i++ {
 		select {
 		case <-stop:
 			return
@@ -268,6 +273,26 @@ func (f *failoverStorm) checkProbes(t *testing.T, name string, timeout time.Dura
 	const slack = time.Second
 	require.LessOrEqual(t, slow503, timeout+slack, "a fresh key's 503 took longer than Timeout")
 	require.LessOrEqual(t, slow201, 2*timeout+slack, "a fresh key took longer than Timeout for its claim and its completion")
+}
+
+// checkAnswered requires every exchange of the storm to have got an HTTP
+// answer, but for attempts the storm itself abandoned when a request's
+// Timeout (its retries included) ran out, which it counts as transport
+// errors: those are logged. A hang of the middleware shows in the probes.
+func (f *failoverStorm) checkAnswered(t *testing.T, name string) {
+	t.Helper()
+	abandoned := 0
+	for _, e := range f.log.exchanges() {
+		if e.status != 0 {
+			continue
+		}
+		require.True(t, errors.Is(e.err, context.DeadlineExceeded) || errors.Is(e.err, context.Canceled),
+			"key %s: a transport error after %v: %v", e.key, e.took, e.err)
+		abandoned++
+	}
+	if abandoned > 0 {
+		t.Logf("%s: %d attempts abandoned by the storm when their request's Timeout ran out", name, abandoned)
+	}
 }
 
 // unavailable returns the storm's 503 answers, in the order they were sent.
@@ -345,7 +370,7 @@ func (f *failoverStorm) logFigures(t *testing.T, name string) {
 		name, len(f.unavailable()), from.Round(time.Millisecond), to.Round(time.Millisecond), (to - from).Round(time.Millisecond),
 		f.slowest(http.StatusServiceUnavailable).Round(time.Millisecond), f.slowest(0).Round(time.Millisecond))
 	t.Logf("%s: outcomes not stored %d, stored but not acknowledged %d; keys run twice: %d after such a report, %d with claim and outcome acknowledged %v",
-		name, notStored, notAcked, len(reported), len(unexplained), unexplained)
+		name, notStored, notAcked, len(reported), len(unexplained), unexplained[:min(len(unexplained), 5)])
 	if notStored > 0 {
 		f.out.mu.Lock()
 		t.Logf("%s: outcomes not stored: %q", name, f.out.errs)
@@ -387,20 +412,37 @@ func checkServes(t *testing.T, a *app, name string) {
 // TestSentinelFailoverStorm runs a storm of 1,000 keys × 5 duplicates
 // through httpmw on a go-redis failover client (Sentinel: one master, two
 // replicas) across a SENTINEL FAILOVER, which promotes a replica without
-// asking the master, as a real failover does.
+// asking the master, as a real failover does: the old master takes writes
+// until the client follows the new one.
+//
+// When Replicas counts every replica (one replica left running, or
+// Replicas: 2 with two), a write the client sees acknowledged is on the
+// replica Sentinel promotes, and no key whose claim and outcome were
+// acknowledged runs twice; 503s last until the new master has that many
+// replicas again (the old master, demoted by the sentinels ~10s later).
+// Keys whose completion was stored but not acknowledged (it reached the old
+// master after the promoted replica left it) may run again; the middleware
+// logs those. With two replicas and Replicas: 1, WAIT is satisfied by the
+// replica that is not promoted, and about as many keys run twice as with
+// Replicas: 0: the test counts them (the figures in docs/failover.md) and
+// asserts only that every request is answered in time and service resumes.
 func TestSentinelFailoverStorm(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		replicas   int  // Options.Replicas
 		oneReplica bool // stop one of the two replicas first
 		safe       bool // no key whose claim and outcome were acknowledged may run twice
+		big        bool // only in the bigger run: it takes 20s and proves what the first case does
 	}{
-		{"Replicas=1, one replica", 1, true, true},
-		{"Replicas=2, two replicas", 2, false, true},
-		{"Replicas=1, two replicas", 1, false, false},
-		{"Replicas=0", 0, false, false},
+		{"Replicas=1, one replica", 1, true, true, false},
+		{"Replicas=2, two replicas", 2, false, true, true},
+		{"Replicas=1, two replicas", 1, false, false, false},
+		{"Replicas=0", 0, false, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.big && !bigRun() {
+				t.Skip("IDEMKEY_FAILOVER_KEYS=1000 (or more) runs it")
+			}
 			s := redistest.StartSentinel(t)
 			if c.oneReplica {
 				s.Node(2).Kill()
@@ -419,9 +461,7 @@ func TestSentinelFailoverStorm(t *testing.T) {
 			f.logFigures(t, "sentinel "+c.name)
 			f.checkProbes(t, "sentinel "+c.name, timeout)
 
-			for _, e := range f.log.exchanges() {
-				require.NotZero(t, e.status, "a transport error: the middleware dropped a request")
-			}
+			f.checkAnswered(t, "sentinel "+c.name)
 			require.LessOrEqual(t, f.slowest(http.StatusServiceUnavailable), timeout+wait+2*time.Second,
 				"a 503 took longer than Timeout (plus Wait)")
 			if c.safe {
@@ -458,13 +498,18 @@ func slotOf(key string) int {
 // slotsOf returns the slots node addr is master of, as rdb sees them now.
 func slotsOf(t *testing.T, rdb *redis.ClusterClient, addr string) map[int]bool {
 	t.Helper()
-	ranges, err := rdb.ClusterSlots(context.Background()).Result()
+	shards, err := rdb.ClusterShards(context.Background()).Result()
 	require.NoError(t, err)
 	slots := map[int]bool{}
-	for _, r := range ranges {
-		if len(r.Nodes) > 0 && r.Nodes[0].Addr == addr {
-			for s := r.Start; s <= r.End; s++ {
-				slots[s] = true
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)) != addr {
+				continue
+			}
+			for _, r := range sh.Slots {
+				for s := r.Start; s <= r.End; s++ {
+					slots[int(s)] = true
+				}
 			}
 		}
 	}
@@ -521,8 +566,8 @@ func TestClusterFailoverStorm(t *testing.T) {
 			f.logFigures(t, "cluster "+name)
 			f.checkProbes(t, "cluster "+name, timeout)
 
+			f.checkAnswered(t, "cluster "+name)
 			for _, e := range append(f.log.exchanges(), f.probe.exchanges()...) {
-				require.NotZero(t, e.status, "a transport error: the middleware dropped a request")
 				if e.status == http.StatusServiceUnavailable {
 					require.True(t, affected[slotOf(recordKey("anonymous", e.key))],
 						"key %s got 503 but its slot is not on node %d", e.key, victim)
