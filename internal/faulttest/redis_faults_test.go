@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,11 +45,16 @@ func send(t *testing.T, url, key, body string) (int, bool, string) {
 // storm and starts it again (with an append-only file, fsync always). The
 // app answers 503 while Redis is down, never hangs, recovers without a
 // restart, and no key runs twice: completes that failed during the outage
-// are tried again until Redis is back.
+// are tried again until Redis is back. That needs a lease longer than the
+// outage (see TestRedisRestartRetriedDuplicates): with the 1s lease it had,
+// a loaded run (outage 1.3s) let a duplicate take over a key whose first
+// attempt had finished but not yet stored its outcome.
 func TestRedisRestartDuringStorm(t *testing.T) {
+	const lease = 3 * time.Second
 	srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
 	// Wait: duplicates wait for the first attempt instead of 409 at once.
-	a := newApp(t, srv.Client(t), redisstore.Options{Lease: time.Second}, httpmw.Options{Wait: 5 * time.Second}, nil)
+	out := newOutcomeLog()
+	a := newApp(t, srv.Client(t), redisstore.Options{Lease: lease}, httpmw.Options{Wait: 5 * time.Second, Logger: slog.New(out)}, nil)
 
 	const body = `{"amount":1}`
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -59,10 +65,8 @@ func TestRedisRestartDuringStorm(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		// No retries and no late probe: a duplicate sent right after the
-		// restart can take over a key whose lease ran out during the
-		// outage before its first attempt's outcome is stored (see
-		// TestRedisRestartRetriedDuplicates).
+		// No retries and no late probe: TestRedisRestartRetriedDuplicates
+		// adds them.
 		rep, err := storm.Run(ctx, storm.Config{URL: a.srv.URL, Body: []byte(body), Keys: 400, Dups: 5,
 			Concurrency: 32, Timeout: 10 * time.Second, NoProbe: true, MaxFailures: -1})
 		done <- result{rep, err}
@@ -79,22 +83,26 @@ func TestRedisRestartDuringStorm(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Less(t, time.Since(start), 5*time.Second)
 	srv.Restart(t)
-	t.Logf("outage: %v", time.Since(killed))
+	outage := time.Since(killed)
+	t.Logf("outage: %v", outage)
+	require.Less(t, outage, lease-time.Second, "the outage outlasted the lease: the test's premise")
 
 	res := <-done
 	require.NoError(t, res.err)
 	t.Logf("storm: %v, statuses %v, %d keys passed, %d inconclusive", res.rep.Elapsed, res.rep.StatusCounts,
 		res.rep.KeysPassed, res.rep.KeysInconclusive)
 	// Keys whose every duplicate met the outage got only 503: inconclusive.
-	require.Zero(t, res.rep.KeysFailed, "storm failures: %+v", res.rep.Failures)
+	// A key whose outcome could not be stored (an outage longer than
+	// Complete's ~2s of tries; logged) runs again: the only ones allowed to.
+	reported, unexplained := (&failoverStorm{app: a, out: out}).twice()
+	require.Empty(t, unexplained, "keys ran twice though their outcome was stored")
+	require.Equal(t, len(reported), res.rep.KeysFailed, "storm failures: %+v", res.rep.Failures)
 	require.Positive(t, res.rep.KeysPassed)
-	key, n := a.maxRuns()
-	require.Equal(t, 1, n, "key %s ran %d times", key, n)
 
 	// After recovery every key of the storm answers: a replay if it ran,
 	// a first run otherwise; still never twice.
 	for _, k := range a.keys() {
-		if k == "" || strings.HasPrefix(k, "probe-") {
+		if notStored, _ := out.reported(k); k == "" || strings.HasPrefix(k, "probe-") || notStored {
 			continue
 		}
 		ran := a.runsOf(k)
@@ -123,7 +131,7 @@ func TestRedisRestartDuringStorm(t *testing.T) {
 // logs ("outcome not stored"); such keys run again after the lease whatever
 // its length, and the test lets only those run twice.
 func TestRedisRestartRetriedDuplicates(t *testing.T) {
-	const lease = 5 * time.Second
+	const lease = 3 * time.Second
 	srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
 	a, out := newStormApp(t, srv.Client(t), redisstore.Options{Lease: lease}, httpmw.Options{Wait: 5 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
