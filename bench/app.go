@@ -150,11 +150,11 @@ func bareEngine(a *app) *gin.Engine {
 	return r
 }
 
-// oursEngine serves the handler behind ginmw with default options, plus the
-// hold and blob routes used by the cost and memory phases.
-func oursEngine(a *app, store *redisstore.Store) *gin.Engine {
+// oursEngine serves the handler behind ginmw with opts, plus the hold and
+// blob routes used by the cost and memory phases.
+func oursEngine(a *app, store *redisstore.Store, opts ginmw.Options) *gin.Engine {
 	r := newEngine()
-	mw := ginmw.New(store, ginmw.Options{})
+	mw := ginmw.New(store, opts)
 	r.POST(paymentPath, mw, a.handle)
 	r.POST(holdPath, mw, a.handleHold)
 	r.POST(blobPath, mw, a.handleBlob)
@@ -212,20 +212,22 @@ func newRedisClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
 
-// cmdCounter counts the commands a client sends; with no pipelines, one
-// command is one round trip.
-type cmdCounter struct{ n atomic.Int64 }
+// cmdCounter counts the calls a client makes (a command, or a pipeline of
+// them, is one round trip) and the commands it sends.
+type cmdCounter struct{ trips, cmds atomic.Int64 }
 
 func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
+		c.trips.Add(1)
+		c.cmds.Add(1)
 		return next(ctx, cmd)
 	}
 }
 func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
+		c.trips.Add(1)
+		c.cmds.Add(int64(len(cmds)))
 		return next(ctx, cmds)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -16,13 +15,13 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Run with: go test ./bench -bench . -run '^$' [-benchtime 2s] [-cpuprofile cpu.out -memprofile mem.out]
+// Run with: go -C bench test . -bench . -run '^$' [-benchtime 2s] [-cpuprofile cpu.out -memprofile mem.out]
 //
 // BenchmarkStore times the store's operations, one at a time, so ns/op is a
 // round trip's latency plus our Go work. BenchmarkGin serves the contenders
 // of the scenario runner through httptest, without the network between
-// client and server, so the difference between limit and ours is our Go
-// work per request.
+// client and server, so the difference between the floor or the limit and
+// ours is our Go work per request.
 
 // backend opens a client on a private redis-server or on miniredis.
 func backend(b *testing.B, name string) *redis.Client {
@@ -139,53 +138,48 @@ func BenchmarkStore(b *testing.B) {
 	}
 }
 
+// BenchmarkGin serves every contender that is not pipelined (one request
+// at a time gives a pipeliner nothing to batch), through httptest, each with
+// its own client on the backend.
 func BenchmarkGin(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be, func(b *testing.B) {
 			ctx := context.Background()
-			handlers := map[string]http.Handler{}
 			a := &app{}
-			handlers[Bare] = bareEngine(a)
-			l, err := newLimit(ctx, a, backend(b, be))
-			if err != nil {
-				b.Fatal(err)
-			}
-			handlers[Limit] = l.engine()
-			s, err := redisstore.New(backend(b, be), redisstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			handlers[Ours] = oursEngine(a, s)
-
-			serve := func(b *testing.B, h http.Handler, key string, want int) {
-				req := httptest.NewRequest(http.MethodPost, paymentPath, bytes.NewReader(firstBody))
-				req.Header["Content-Type"] = []string{"application/json"}
-				req.Header[keyHeader] = []string{key}
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code != want {
-					b.Fatalf("status %d, want %d: %s", w.Code, want, w.Body)
+			for _, sp := range contenders {
+				if sp.pipelined {
+					continue
 				}
-			}
-			for _, name := range []string{Bare, Limit, Ours} {
-				h := handlers[name]
-				serve(b, h, unique(b)+name, http.StatusCreated)
-				b.Run(name+"/first", func(b *testing.B) {
+				client := backend(b, be)
+				h, _, err := sp.handler(ctx, a, client)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := serveOnce(h, unique(b)+sp.name, http.StatusCreated); err != nil {
+					b.Fatal(err)
+				}
+				b.Run(sp.name+"/first", func(b *testing.B) {
 					prefix := unique(b)
 					b.ReportAllocs()
 					for i := 0; b.Loop(); i++ {
-						serve(b, h, prefix+strconv.Itoa(i), http.StatusCreated)
+						if err := serveOnce(h, prefix+strconv.Itoa(i), http.StatusCreated); err != nil {
+							b.Fatal(err)
+						}
 					}
 				})
-				if name == Bare {
+				if sp.kind == kindBare {
 					continue
 				}
-				b.Run(name+"/replay", func(b *testing.B) {
+				b.Run(sp.name+"/replay", func(b *testing.B) {
 					key := unique(b)
-					serve(b, h, key, http.StatusCreated)
+					if err := serveOnce(h, key, http.StatusCreated); err != nil {
+						b.Fatal(err)
+					}
 					b.ReportAllocs()
 					for b.Loop() {
-						serve(b, h, key, http.StatusCreated)
+						if err := serveOnce(h, key, http.StatusCreated); err != nil {
+							b.Fatal(err)
+						}
 					}
 				})
 			}

@@ -28,22 +28,22 @@ func (r *runner) measureCost(ctx context.Context, c *contender, name string, n i
 	if err := r.admin.ConfigResetStat(ctx).Err(); err != nil {
 		return err
 	}
-	sent := c.count.n.Load()
+	trips, cmds := c.count.trips.Load(), c.count.cmds.Load()
 	status, err := send()
 	if err != nil {
 		return fmt.Errorf("%s, %s: %w", c.name, name, err)
 	}
-	sent = c.count.n.Load() - sent
+	trips, cmds = c.count.trips.Load()-trips, c.count.cmds.Load()-cmds
 	stats, err := commandStats(ctx, r.admin)
 	if err != nil {
 		return err
 	}
 	cost := Cost{Case: name, Contender: c.name, Requests: n, Status: status,
-		RoundTrips: round3(float64(sent) / float64(n))}
-	fillCost(&cost, stats, n)
+		RoundTrips: round3(float64(trips) / float64(n)), Sent: round3(float64(cmds) / float64(n)),
+		Server: commandsOf(stats, n)}
 	r.res.Cost = append(r.res.Cost, cost)
-	r.log("cost: %s, %s: %.2f round trips, %.2f EVALSHA, %.2f script commands per request",
-		c.name, name, cost.RoundTrips, cost.EvalSHA, cost.ScriptCommands)
+	r.log("cost: %s, %s: %.2f round trips, %.2f EVALSHA, %.2f commands in all per request",
+		c.name, name, cost.RoundTrips, cost.Server.EvalSHA, cost.Server.Total)
 	return nil
 }
 
@@ -65,12 +65,16 @@ func (r *runner) sequential(ctx context.Context, c *contender, n int, want int, 
 	return res.Status, nil
 }
 
-// cost counts round trips and commands per first execution, replay, 409 and
-// 422 through ours (and the first two through the limit, to show the same
-// shape), plus the store's Do.
+// cost counts round trips and commands per first execution and replay of
+// every contender with Redis, per 409 and 422 through ours, and per first
+// execution and replay of the store's Do.
 func (r *runner) cost(ctx context.Context) error {
 	n := r.cfg.CostRequests
-	for _, c := range []*contender{r.cs[Limit], r.cs[Ours]} {
+	for _, name := range r.names {
+		c := r.cs[name]
+		if c.redis == nil {
+			continue
+		}
 		url := c.url(paymentPath)
 		keys := make([]string, n)
 		for i := range keys {
@@ -136,10 +140,10 @@ func (r *runner) inProgressCost(ctx context.Context, c *contender, n int) error 
 		held <- err
 	}()
 	// Wait until the held request owns the key: its record exists.
-	lease := recordKeys(limitPrefix, limitScope, key)[0]
+	rec := recordKey(limitPrefix, limitScope, key)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, err := r.admin.Exists(ctx, lease).Result()
+		n, err := r.admin.Exists(ctx, rec).Result()
 		if err != nil {
 			return err
 		}
@@ -197,8 +201,8 @@ func (r *runner) doCost(ctx context.Context, c *contender, n int) error {
 var memorySizes = []int{100, 1024, 16 * 1024}
 
 // memory stores one record per body size through ours and reads its size
-// with MEMORY USAGE. It also proves that recordKeys names the records as
-// redisstore does: the record it computes must exist, its lease must not.
+// with MEMORY USAGE. It also proves that recordKey names the records as
+// redisstore does: the record it computes must exist.
 func (r *runner) memory(ctx context.Context) error {
 	c := r.cs[Ours]
 	for _, size := range memorySizes {
@@ -215,22 +219,19 @@ func (r *runner) memory(ctx context.Context) error {
 		if resp.StatusCode != http.StatusCreated {
 			return fmt.Errorf("blob of %d bytes: status %d", size, resp.StatusCode)
 		}
-		keys := recordKeys(limitPrefix, limitScope, key)
-		if n, err := r.admin.Exists(ctx, keys[0]).Result(); err != nil || n != 1 {
-			return fmt.Errorf("record %s not found (%v): the bench derives key names unlike redisstore", keys[0], err)
+		rec := recordKey(limitPrefix, limitScope, key)
+		if n, err := r.admin.Exists(ctx, rec).Result(); err != nil || n != 1 {
+			return fmt.Errorf("record %s not found (%v): the bench derives key names unlike redisstore", rec, err)
 		}
-		if n, err := r.admin.Exists(ctx, keys[1]).Result(); err != nil || n != 0 {
-			return fmt.Errorf("lease %s of a completed record still exists (%v)", keys[1], err)
-		}
-		usage, err := r.admin.MemoryUsage(ctx, keys[0], 0).Result()
+		usage, err := r.admin.MemoryUsage(ctx, rec, 0).Result()
 		if err != nil {
 			return err
 		}
-		stored, err := r.admin.StrLen(ctx, keys[0]).Result() // the whole record is one string
+		stored, err := r.admin.StrLen(ctx, rec).Result() // the whole record is one string
 		if err != nil {
 			return err
 		}
-		enc, err := r.admin.ObjectEncoding(ctx, keys[0]).Result()
+		enc, err := r.admin.ObjectEncoding(ctx, rec).Result()
 		if err != nil {
 			return err
 		}

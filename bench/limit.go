@@ -37,10 +37,10 @@ var (
 	limitFingerprint = string(bytes.Repeat([]byte{0xab}, 16))
 )
 
-// recordKeys returns the record and lease key names for scope and key,
-// derived as redisstore derives them (Store.keys is unexported; the runner's
-// memory phase checks that the names match what ours writes).
-func recordKeys(prefix, scope, key string) [2]string {
+// recordKey returns the record's key name for scope and key, derived as
+// redisstore derives it (Store.keys is unexported; the runner's memory phase
+// checks that the names match what ours writes).
+func recordKey(prefix, scope, key string) string {
 	var n [binary.MaxVarintLen64]byte
 	h := sha256.New()
 	h.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])
@@ -50,8 +50,7 @@ func recordKeys(prefix, scope, key string) [2]string {
 	h.Sum(sum[:0])
 	var tag [22]byte
 	base64.RawURLEncoding.Encode(tag[:], sum[:16])
-	rec := prefix + "{" + string(tag[:]) + "}"
-	return [2]string{rec, rec + ":lease"}
+	return prefix + "{" + string(tag[:]) + "}"
 }
 
 // limit is the yardstick: a Gin handler that does exactly the Redis work of
@@ -61,20 +60,21 @@ func recordKeys(prefix, scope, key string) [2]string {
 // response encoding). The gap between it and ours is our Go overhead.
 type limit struct {
 	app         *app
-	client      *redis.Client
+	client      redis.Scripter
 	claimSHA    string
 	completeSHA string
 	tokenBase   string
 	tokens      atomic.Uint64
 }
 
-// newLimit loads the two scripts with SCRIPT LOAD, once.
-func newLimit(ctx context.Context, a *app, client *redis.Client) (*limit, error) {
-	claim, err := client.ScriptLoad(ctx, lua.Claim).Result()
+// newLimit loads the two scripts with SCRIPT LOAD on loader, once; the
+// handler calls them on client.
+func newLimit(ctx context.Context, a *app, loader *redis.Client, client redis.Scripter) (*limit, error) {
+	claim, err := loader.ScriptLoad(ctx, lua.Claim).Result()
 	if err != nil {
 		return nil, err
 	}
-	complete, err := client.ScriptLoad(ctx, lua.Complete).Result()
+	complete, err := loader.ScriptLoad(ctx, lua.Complete).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -97,14 +97,14 @@ func (l *limit) handle(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	keys := recordKeys(limitPrefix, limitScope, key)
+	keys := []string{recordKey(limitPrefix, limitScope, key)}
 	var tok [8]byte
 	binary.LittleEndian.PutUint64(tok[:], l.tokens.Add(1))
 	token := string(tok[:])
 	// The started record, laid out as lua/lua.go says (no recovery point).
 	started := "S-" + limitFingerprint + token + "1:" + limitThresholdMS + ":0:0:" +
 		strconv.Itoa(len(limitLabel)) + ":" + limitLabel + strconv.FormatInt(time.Now().UnixMilli(), 10)
-	reply, err := l.client.EvalSha(ctx, l.claimSHA, keys[:1], started, limitRetentionMS).Slice()
+	reply, err := l.client.EvalSha(ctx, l.claimSHA, keys, started, limitRetentionMS).Slice()
 	if err != nil || len(reply) == 0 {
 		c.Status(http.StatusServiceUnavailable)
 		return
@@ -141,7 +141,7 @@ func (l *limit) handle(c *gin.Context) {
 	completed := make([]byte, 0, 32+len(loc)+1+len(out))
 	completed = append(completed, "C-"+limitFingerprint+"1:"+strconv.Itoa(status)+":"...)
 	completed = append(append(append(completed, loc...), '\n'), out...)
-	if err := l.client.EvalSha(ctx, l.completeSHA, keys[:1], completed, token).Err(); err != nil {
+	if err := l.client.EvalSha(ctx, l.completeSHA, keys, completed, token).Err(); err != nil {
 		c.Status(http.StatusServiceUnavailable)
 		return
 	}

@@ -12,54 +12,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkey/idemkey/bench/peers"
 )
 
-// Peers is what bench/peers measured of another idempotency library, on its
-// own framework, in the same run (its -json output; see
-// bench/peers/README.md for the field meanings).
+// Peers is what package peers measured of another idempotency library, on
+// its own framework, in the same run: the -json output of cmd/peers
+// (peers.Results, the one definition of that JSON) and the command that made
+// it.
 type Peers struct {
 	Command string `json:"command"`
-
-	Library        string `json:"library"`
-	FiberVersion   string `json:"fiber_version"`
-	StorageModule  string `json:"storage_module"`
-	StorageVersion string `json:"storage_version"`
-
-	FirstRPSBareMedian       float64 `json:"first_rps_bare_median"`
-	FirstRPSIdemMedian       float64 `json:"first_rps_idem_median"`
-	FirstOverheadRatioMedian float64 `json:"first_overhead_ratio_median"`
-	ReplayRPS                float64 `json:"replay_rps"`
-	ReplayExecutions         int64   `json:"replay_executions"`
-	LoadErrors               int     `json:"load_errors"`
-
-	Storm             *PeerStorm `json:"storm"`
-	StormTwoInstances *PeerStorm `json:"storm_two_instances"`
-
-	Notes []string `json:"notes"`
+	peers.Results
 }
 
-// PeerStorm is one storm of bench/peers.
-type PeerStorm struct {
-	Instances                int     `json:"instances"`
-	Keys                     int     `json:"keys"`
-	Dups                     int     `json:"dups"`
-	Concurrency              int     `json:"concurrency"`
-	Requests                 int     `json:"requests"`
-	HandlerExecutions        int     `json:"handler_executions"`
-	KeysExecuted             int     `json:"keys_executed"`
-	ExecutionsMax            int     `json:"executions_max"`
-	KeysExecutedMoreThanOnce int     `json:"keys_executed_more_than_once"`
-	DivergentKeys            int     `json:"divergent_keys"`
-	KeysFailed               int     `json:"keys_failed"`
-	Verdict                  string  `json:"verdict"`
-	InProgress               int     `json:"in_progress"`
-	Errors                   int     `json:"errors"`
-	RPS                      float64 `json:"rps"`
-	P50MS                    float64 `json:"p50_ms"`
-	P99MS                    float64 `json:"p99_ms"`
-}
-
-// peersArgs are the flags that give bench/peers the same rounds, durations
+// peersArgs are the flags that give cmd/peers the same rounds, durations
 // and storm as ours.
 func peersArgs(cfg Config) []string {
 	return []string{
@@ -74,18 +40,12 @@ func peersArgs(cfg Config) []string {
 	}
 }
 
-// runPeers runs `go -C bench/peers run . -json ...` and decodes its figures.
-// Its progress lines go to the log.
-func runPeers(ctx context.Context, cfg Config, logf func(string, ...any)) (*Peers, error) {
-	dir := cfg.PeersDir
-	if dir == "" {
-		var err error
-		if dir, err = findPeers(); err != nil {
-			return nil, err
-		}
-	}
-	args := append([]string{"-C", dir, "run", "."}, peersArgs(cfg)...)
-	cmdline := "go -C bench/peers run . " + strings.Join(args[4:], " ")
+// runPeers runs `go -C bench run ./cmd/peers -json ...` in a process of its
+// own, so that nothing of ours (heap, goroutines, idle pools) weighs on the
+// peer's figures, and decodes its output. Its progress lines go to the log.
+func runPeers(ctx context.Context, dir string, cfg Config, logf func(string, ...any)) (*Peers, error) {
+	args := append([]string{"-C", dir, "run", "./cmd/peers"}, peersArgs(cfg)...)
+	cmdline := "go -C bench run ./cmd/peers " + strings.Join(args[4:], " ")
 	logf("peers: %s", cmdline)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "go", args...)
@@ -103,10 +63,10 @@ func runPeers(ctx context.Context, cfg Config, logf func(string, ...any)) (*Peer
 	return p, nil
 }
 
-// decodePeers decodes bench/peers' -json output.
+// decodePeers decodes cmd/peers' -json output into peers.Results.
 func decodePeers(b []byte) (*Peers, error) {
 	var p Peers
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := json.Unmarshal(b, &p.Results); err != nil {
 		return nil, fmt.Errorf("peers: decoding its JSON: %w", err)
 	}
 	if p.Library == "" || p.Storm == nil {
@@ -115,23 +75,42 @@ func decodePeers(b []byte) (*Peers, error) {
 	return &p, nil
 }
 
-// findPeers looks for bench/peers from the working directory upwards.
-func findPeers() (string, error) {
+// ModulePath is the bench module's path.
+const ModulePath = "github.com/idemkey/idemkey/bench"
+
+// FindModule returns the directory of the bench module: the working
+// directory or one above it whose go.mod declares ModulePath, or the bench
+// folder of one of them (so that the repository's root works too).
+func FindModule() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, "bench", "peers")
-		if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
-			return p, nil
+		for _, d := range []string{dir, filepath.Join(dir, "bench")} {
+			if isModule(d) {
+				return d, nil
+			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("bench/peers not found above the working directory; run from the repository or pass its path")
+			return "", errors.New("the bench module (" + ModulePath + ") is not at or above the working directory")
 		}
 		dir = parent
 	}
+}
+
+func isModule(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return f[1] == ModulePath
+		}
+	}
+	return false
 }
 
 // logWriter passes a child's stderr on to the log, a line at a time, and

@@ -59,42 +59,46 @@ func redisCPU(ctx context.Context, c *redis.Client) (time.Duration, error) {
 	return time.Duration(total * float64(time.Second)), nil
 }
 
-// scriptCommands are the commands idemkey's Lua scripts run. The server
-// counts a script's commands in commandstats like top-level ones; the
-// client never sends them itself, which the client-side count confirms.
+// scriptCommands are the commands idemkey's Lua scripts (today's and the
+// legacy one) and the floor's run. The server counts a script's commands in
+// commandstats like top-level ones; no contender sends them itself, which
+// the client-side count confirms.
 var scriptCommands = map[string]bool{
+	"get": true, "set": true, "del": true, "pttl": true, "pexpire": true, "type": true,
 	"hmget": true, "hset": true, "hincrby": true, "hdel": true, "hgetall": true,
-	"set": true, "del": true, "pexpire": true, "pttl": true,
 }
 
-// ignoredCommands are the measuring commands themselves.
+// ignoredCommand reports whether name is one of the measuring commands
+// themselves.
 func ignoredCommand(name string) bool {
 	return name == "info" || strings.HasPrefix(name, "config")
 }
 
-// fillCost fills c's per-request server figures from the stats gathered
-// after CONFIG RESETSTAT and n requests.
-func fillCost(c *Cost, stats map[string]int64, n int) {
+// commandsOf returns what the stats gathered after CONFIG RESETSTAT come to
+// per unit, n units (requests or storm keys) having been served.
+func commandsOf(stats map[string]int64, n int) Commands {
 	per := func(v int64) float64 { return round3(float64(v) / float64(n)) }
-	c.Commands = map[string]float64{}
+	c := Commands{ByName: map[string]float64{}}
+	var script, other, total int64
 	for name, calls := range stats {
 		switch {
 		case ignoredCommand(name):
+			continue
 		case name == "evalsha":
 			c.EvalSHA = per(calls)
 		case name == "eval":
 			c.Eval = per(calls)
 		case scriptCommands[name]:
-			c.ScriptCommands += float64(calls)
-			c.Commands[name] = per(calls)
+			script += calls
+			c.ByName[name] = per(calls)
 		default:
-			c.OtherTopLevel += float64(calls)
-			c.Commands[name] = per(calls)
+			other += calls
+			c.ByName[name] = per(calls)
 		}
+		total += calls
 	}
-	c.ScriptCommands = round3(c.ScriptCommands / float64(n))
-	c.OtherTopLevel = round3(c.OtherTopLevel / float64(n))
-	c.ServerRoundTrips = round3(c.EvalSHA + c.Eval + c.OtherTopLevel)
+	c.Script, c.Other, c.Total = per(script), per(other), per(total)
+	return c
 }
 
 // jemallocSize returns the size class jemalloc (Redis's allocator) serves a

@@ -46,11 +46,40 @@ func yes(pass bool) string {
 func f3(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 func f0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// names returns the contenders of m in the run's order (the first round's).
+func (res *Results) names(m map[string]Load) []string {
+	var out []string
+	if len(res.Rounds) > 0 {
+		for _, n := range res.Rounds[0].Order {
+			if _, ok := m[n]; ok {
+				out = append(out, n)
+			}
+		}
+	}
+	// The first round's order is rotated from the contenders list; put it
+	// back in the list's order.
+	slices.SortStableFunc(out, func(a, b string) int {
+		return slices.Index(ContenderNames(), a) - slices.Index(ContenderNames(), b)
+	})
+	return out
+}
+
+// contenderDocs says what each contender is, for RESULTS.md.
+var contenderDocs = map[string]string{
+	Bare:           "the Gin handler alone, no idempotency",
+	Floor:          "the least a Redis-backed layer can do: two raw EVALSHA of one-command scripts (`SET NX GET PX` claim, `SET PX` completion, loaded with SCRIPT LOAD), a 16-byte body hash for 422, no fencing, lease, scope or response capture",
+	Limit:          "exactly our two Redis round trips: raw EVALSHA of `lua.Claim` and `lua.Complete` (loaded with SCRIPT LOAD), equivalent KEYS and ARGV, none of our Go-side work",
+	LimitPipelined: "the limit with its EVALSHA sent through go-redis's auto-pipeliner (`rdb.AutoPipeline()`)",
+	Ours:           "the handler behind `ginmw.New(store, ginmw.Options{Scope: ginmw.SharedScope(\"anonymous\")})` (the load generators present no credential), the store on a `*redis.Client`",
+	OursPipelined:  "ours with the store on the client's auto-pipeliner: `redisstore.New(rdb.AutoPipeline())`",
+}
 
 // WriteMarkdown renders every figure as the body of RESULTS.md.
 func (res *Results) WriteMarkdown(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	e, c := res.Env, res.Config
+	e, c, m := res.Env, res.Config, res.Median
 	p("# idemkey benchmark results\n\n")
 	p("Written by `%s` on %s (took %s). Every ratio compares contenders measured in the same run, in turn, ", e.Command, e.Date, res.Duration)
 	p("round after round, with the order rotated each round; it is the median of the per-round ratios.\n\n")
@@ -68,64 +97,78 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 		p("| %s | %s | %s | %s |\n", ch.Name, ch.Want, ch.Got, yes(ch.Pass))
 	}
 	p("\n")
-
-	if len(res.Rounds) > 0 && len(res.Rounds[0].First) > 0 {
-		m := res.Median
-		p("## First execution (a fresh key per request)\n\n")
-		p("- **limit**: the same Gin handler doing exactly the two Redis round trips of our first execution: raw EVALSHA of `lua.Claim` and `lua.Complete` (loaded once with SCRIPT LOAD), equivalent KEYS and ARGV, none of our Go-side work.\n")
-		p("- **ours**: the handler behind `ginmw.New(store, ginmw.Options{})`.\n\n")
-		p("| round | order | bare req/s | limit req/s | ours req/s | ours/limit | ours/bare | limit/bare |\n|---|---|---|---|---|---|---|---|\n")
-		for i, rd := range res.Rounds {
-			p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", i+1, strings.Join(rd.Order, ","),
-				f0(rd.First[Bare].RPS), f0(rd.First[Limit].RPS), f0(rd.First[Ours].RPS), f3(rd.FirstOursLimit), f3(rd.FirstOursBare), f3(rd.FirstLimitBare))
-		}
-		p("| **median** | | %s | %s | %s | **%s** | **%s** | %s |\n\n", f0(m.FirstRPS[Bare]), f0(m.FirstRPS[Limit]), f0(m.FirstRPS[Ours]),
-			f3(m.FirstOursLimit), f3(m.FirstOursBare), f3(m.FirstLimitBare))
-		p("CPU per request, medians (µs; runner process = servers + load generator, then redis-server): ")
-		for i, n := range []string{Bare, Limit, Ours} {
-			if i > 0 {
-				p(", ")
+	if len(res.Targets) > 0 {
+		p("## Targets (issues 17 and 12)\n\nGoals of open work, from medians of this run: reported, they do not fail the run.\n\n")
+		p("| target | want | got | met |\n|---|---|---|---|\n")
+		for _, t := range res.Targets {
+			met := "yes"
+			if !t.Pass {
+				met = "not yet"
 			}
-			p("%s %s + %s", n, strconv.FormatFloat(m.FirstCPUUS[n], 'f', 1, 64), strconv.FormatFloat(m.FirstRedisCPUUS[n], 'f', 1, 64))
+			p("| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met)
 		}
-		p(". Ours costs **%s µs** more than the limit per first execution; ours/limit computed from CPU: **%s** ", strconv.FormatFloat(m.FirstExtraCPUUS, 'f', 1, 64), f3(m.FirstOursLimitCPU))
-		p("(the throughput ratio a CPU-bound machine with nothing else running would show; it moves much less than req/s when the machine is busy).\n\n")
-		p("Latency p50/p99 (ms), round by round: ")
-		for i, rd := range res.Rounds {
-			if i > 0 {
-				p("; ")
-			}
-			p("bare %s/%s, limit %s/%s, ours %s/%s", f2(rd.First[Bare].P50MS), f2(rd.First[Bare].P99MS),
-				f2(rd.First[Limit].P50MS), f2(rd.First[Limit].P99MS), f2(rd.First[Ours].P50MS), f2(rd.First[Ours].P99MS))
-		}
-		p(".\n\n")
+		p("\n")
 	}
 
-	if len(res.Rounds) > 0 && len(res.Rounds[0].Replay) > 0 {
-		m := res.Median
-		p("## Replay (%d stored keys, cycled over)\n\n", c.ReplayKeys)
-		p("The limit's replay is one EVALSHA of claim.lua that finds the completed record; ours is `ginmw`'s replay. ")
-		p("A replay is one round trip where a first execution is two, so ours should beat the limit's first executions.\n\n")
-		p("| round | limit replay req/s | ours replay req/s | ours replay / limit replay | ours replay / limit first | ours replay / bare first |\n|---|---|---|---|---|---|\n")
-		for i, rd := range res.Rounds {
-			p("| %d | %s | %s | %s | %s | %s |\n", i+1, f0(rd.Replay[Limit].RPS), f0(rd.Replay[Ours].RPS),
-				f3(rd.ReplayOursLimit), f3(rd.ReplayOursLimitFirst), f3(rd.ReplayOursBare))
+	if len(res.Rounds) > 0 {
+		p("## Contenders\n\nAll serve `POST /v1/payments` with the same handler, each with its own listener, go-redis client and keep-alive clients; they share one redis-server.\n\n")
+		for _, n := range res.Rounds[0].Order {
+			p("- **%s**: %s.\n", n, contenderDocs[n])
 		}
-		p("| **median** | %s | %s | %s | **%s** | %s |\n\n", f0(m.ReplayRPS[Limit]), f0(m.ReplayRPS[Ours]),
-			f3(m.ReplayOursLimit), f3(m.ReplayOursLimitFirst), f3(m.ReplayOursBare))
-		p("CPU per replay, medians (µs, process + redis-server): limit %s + %s, ours %s + %s; ours costs %s µs more, ours/limit replay computed from CPU: %s.\n\n",
-			strconv.FormatFloat(m.ReplayCPUUS[Limit], 'f', 1, 64), strconv.FormatFloat(m.ReplayRedisCPUUS[Limit], 'f', 1, 64),
-			strconv.FormatFloat(m.ReplayCPUUS[Ours], 'f', 1, 64), strconv.FormatFloat(m.ReplayRedisCPUUS[Ours], 'f', 1, 64),
-			strconv.FormatFloat(m.ReplayExtraCPUUS, 'f', 1, 64), f3(m.ReplayOursLimitCPU))
+		p("\n")
+	}
+	if len(res.Rounds) > 0 && len(res.Rounds[0].First) > 0 {
+		p("## First execution (a fresh key per request)\n\n")
+		res.loadTables(w, m.First, func(rd *Round) map[string]Load { return rd.First })
+	}
+	if len(res.Rounds) > 0 && len(res.Rounds[0].Replay) > 0 {
+		p("## Replay (%d stored keys per contender, cycled over)\n\n", c.ReplayKeys)
+		p("A replay is one EVALSHA that finds the completed record; a replay that runs the handler fails the run.\n\n")
+		res.loadTables(w, m.Replay, func(rd *Round) map[string]Load { return rd.Replay })
+	}
+	if len(m.Ratios) > 0 {
+		names := sortedRatioNames(m.Ratios, ContenderNames())
+		p("## Ratios\n\nThroughput ratios within each round; \"by CPU\" is the same ratio from CPU per request (runner process + redis-server): ")
+		p("the ratio a CPU-bound machine with nothing else running would show, steadier than req/s on a busy machine.\n\n")
+		p("| ratio |")
+		for i := range res.Rounds {
+			p(" round %d |", i+1)
+		}
+		p(" **median** | median by CPU |\n|---|")
+		for range res.Rounds {
+			p("---|")
+		}
+		p("---|---|\n")
+		for _, name := range names {
+			p("| %s |", name)
+			for _, rd := range res.Rounds {
+				if v, ok := rd.Ratios[name]; ok {
+					p(" %s |", f3(v))
+				} else {
+					p(" |")
+				}
+			}
+			cpu := ""
+			if v, ok := m.CPURatios[name]; ok {
+				cpu = f3(v)
+			}
+			p(" **%s** | %s |\n", f3(m.Ratios[name]), cpu)
+		}
+		p("\n")
 	}
 
 	if len(res.Rounds) > 0 && len(res.Rounds[0].Storm) > 0 {
-		m := res.Median
 		p("## Retry storm (`internal/storm`: %d keys x %d simultaneous duplicates, %d workers, 409 not retried)\n\n",
 			c.StormKeys, c.StormDups, c.StormConcurrency)
-		p("Executions are counted in the handler, per key: the ground truth. Bare has no idempotency: every duplicate runs.\n\n")
-		p("| contender | req/s (median) | p50 ms | p99 ms | verdict per round | executions per round | max per key | divergent keys |\n|---|---|---|---|---|---|---|---|\n")
-		for _, n := range []string{Bare, Limit, Ours} {
+		p("Executions are counted in the handler, per key: the ground truth. Bare has no idempotency: every duplicate runs. ")
+		p("Round trips per key are the calls the contender's go-redis client made (a pipeline is one); Redis commands per key are ")
+		p("every command redis-server ran (`INFO commandstats` after `CONFIG RESETSTAT`): EVALSHA and the commands inside the scripts.\n\n")
+		p("| contender | req/s (median) | p50 ms | p99 ms | round trips per key | Redis commands per key | verdict per round | executions per round | max per key | divergent keys |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, n := range ContenderNames() {
+			sm, ok := m.Storm[n]
+			if !ok {
+				continue
+			}
 			var verdicts, execs, maxes, div []string
 			for _, rd := range res.Rounds {
 				s := rd.Storm[n]
@@ -134,91 +177,80 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 				maxes = append(maxes, strconv.Itoa(s.ExecutionsMax))
 				div = append(div, strconv.Itoa(s.DivergentKeys))
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", n, f0(m.StormRPS[n]), f2(m.StormP50MS[n]), f2(m.StormP99MS[n]),
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, f0(sm.RPS), f2(sm.P50MS), f2(sm.P99MS), f2(sm.RoundTripsPerKey), f2(sm.CommandsPerKey),
 				strings.Join(verdicts, ", "), strings.Join(execs, ", "), strings.Join(maxes, ", "), strings.Join(div, ", "))
 		}
 		p("\n")
-		if s := res.Rounds[len(res.Rounds)-1].Storm[Ours]; s != nil {
-			p("Ours, last round: statuses %s; %d originals, %d replays, %d answered 409.\n\n", statusList(s.Status), s.Originals, s.Replays, s.InProgress)
+		last := res.Rounds[len(res.Rounds)-1]
+		for _, n := range ContenderNames() {
+			if s := last.Storm[n]; s != nil && isOurs(n) {
+				p("%s, last round: statuses %s; %d originals, %d replays, %d answered 409; Redis commands per key: %s.\n\n",
+					n, statusList(s.Status), s.Originals, s.Replays, s.InProgress, commandsGot(s.Server))
+			}
 		}
 	}
-	if s := res.StormTwoInstances; s != nil || res.Cluster != nil {
-		p("## Scale-out\n\n| storm of ours | verdict | executions | max per key | divergent | p50 ms | p99 ms | req/s |\n|---|---|---|---|---|---|---|---|\n")
+	if len(res.StormTwoInstances) > 0 || len(res.Cluster) > 0 {
+		p("## Scale-out\n\n| storm | verdict | executions | max per key | divergent | p50 ms | p99 ms | req/s | round trips per key | Redis commands per key |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		row := func(name string, s *StormResult) {
-			p("| %s | %s | %d | %d | %d | %s | %s | %s |\n", name, s.Verdict, s.HandlerExecutions, s.ExecutionsMax, s.DivergentKeys, f2(s.P50MS), f2(s.P99MS), f0(s.RPS))
+			p("| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", name, s.Verdict, s.HandlerExecutions, s.ExecutionsMax, s.DivergentKeys,
+				f2(s.P50MS), f2(s.P99MS), f0(s.RPS), f2(s.RoundTripsPerKey), f2(s.Server.Total))
 		}
-		if s != nil {
-			row("two Gin instances, one Redis (round robin)", s)
+		for _, s := range res.StormTwoInstances {
+			row(s.Contender+" on two Gin instances, one Redis (round robin)", s)
 		}
-		if cl := res.Cluster; cl != nil {
-			row(fmt.Sprintf("one instance, %d-master Redis Cluster (records per master %v)", cl.Masters, cl.RecordsPerMaster), cl.Storm)
+		for _, cl := range res.Cluster {
+			row(fmt.Sprintf("%s on one instance, %d-master Redis Cluster (records per master %v)", cl.Storm.Contender, cl.Masters, cl.RecordsPerMaster), cl.Storm)
 		}
-		p("\nThe cluster run uses the same middleware and store on a `redis.ClusterClient`: no change of code.\n\n")
+		p("\nThe cluster runs use the same middleware and store on a `redis.ClusterClient`: no change of code. Their commands are summed over the masters.\n\n")
 	}
 
 	if len(res.Cost) > 0 {
 		p("## Redis cost per request\n\n")
-		p("Requests sent one at a time after `CONFIG RESETSTAT`; round trips counted by a go-redis hook (commands sent) and by the server ")
-		p("(`INFO commandstats` deltas: EVALSHA + EVAL + other top-level commands); script commands are those the Lua scripts ran.\n\n")
-		p("| case | contender | requests | round trips (client) | EVALSHA | EVAL | other | script commands | by name |\n|---|---|---|---|---|---|---|---|---|\n")
+		p("Requests sent one at a time after `CONFIG RESETSTAT`. Round trips and commands sent are counted by a go-redis hook on the contender's client; ")
+		p("the rest by the server (`INFO commandstats` deltas): top-level EVALSHA, EVAL and other commands, the commands the scripts ran, and all of them together.\n\n")
+		p("| case | contender | requests | round trips (client) | commands sent (client) | EVALSHA | EVAL | other | in scripts | **commands in all** | by name |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, co := range res.Cost {
 			var names []string
-			for _, k := range slices.Sorted(maps.Keys(co.Commands)) {
-				names = append(names, fmt.Sprintf("%s %g", k, co.Commands[k]))
+			for _, k := range slices.Sorted(maps.Keys(co.Server.ByName)) {
+				names = append(names, fmt.Sprintf("%s %g", k, co.Server.ByName[k]))
 			}
-			p("| %s | %s | %d | %g | %g | %g | %g | %g | %s |\n", co.Case, co.Contender, co.Requests, co.RoundTrips, co.EvalSHA, co.Eval,
-				co.OtherTopLevel, co.ScriptCommands, strings.Join(names, ", "))
+			s := co.Server
+			p("| %s | %s | %d | %g | %g | %g | %g | %g | %g | **%g** | %s |\n", co.Case, co.Contender, co.Requests, co.RoundTrips, co.Sent,
+				s.EvalSHA, s.Eval, s.Other, s.Script, s.Total, strings.Join(names, ", "))
+		}
+		p("\n")
+	}
+	if len(res.Allocs) > 0 {
+		p("## Go allocations per request\n\n")
+		p("Each contender's own handler and Redis client, served in process through `httptest` (no network), one request at a time, %d per case; ", res.Allocs[0].Runs)
+		p("heap allocations counted by the runtime over the whole process, as `go test -benchmem` does (cross-check: `go -C bench test . -run '^$' -bench 'Gin/redis/' -benchmem`). ")
+		p("They include Gin, the handler and go-redis: ours minus the limit or the floor is what our layer allocates.\n\n")
+		p("| contender | first execution allocs | B | replay allocs | B |\n|---|---|---|---|---|\n")
+		for _, n := range ContenderNames() {
+			fa, ra := res.allocsOf(n, CaseFirst), res.allocsOf(n, CaseReplay)
+			if fa == nil {
+				continue
+			}
+			rc, rb := "", ""
+			if ra != nil {
+				rc, rb = f1(ra.PerOp), f0(ra.BytesOp)
+			}
+			p("| %s | %s | %s | %s | %s |\n", n, f1(fa.PerOp), f0(fa.BytesOp), rc, rb)
 		}
 		p("\n")
 	}
 	if len(res.Memory) > 0 {
 		p("## Redis memory per completed record\n\n")
-		p("`MEMORY USAGE <record> SAMPLES 0` (the lease key is deleted on completion). The stored response encodes the headers ")
-		p("(Content-Type, Location) before the body. Allocator slack is jemalloc's rounding of the stored response's allocation to its size class.\n\n")
-		p("| body B | stored response B | MEMORY USAGE B | overhead over body B | allocator slack B | fixed overhead B | encoding |\n|---|---|---|---|---|---|---|\n")
+		p("`MEMORY USAGE <record> SAMPLES 0`: the record is one string. The stored response encodes the headers ")
+		p("(Content-Type, Location) before the body. Allocator slack is jemalloc's rounding of the string's allocation to its size class.\n\n")
+		p("| body B | record B | MEMORY USAGE B | overhead over body B | allocator slack B | fixed overhead B | encoding |\n|---|---|---|---|---|---|---|\n")
 		for _, m := range res.Memory {
 			p("| %d | %d | %d | %d | %d | %d | %s |\n", m.BodyBytes, m.StoredBytes, m.Usage, m.Overhead, m.Slack, m.Fixed, m.Encoding)
 		}
 		p("\n")
 	}
 	if pe := res.Peers; pe != nil {
-		p("## Peers, side by side\n\n")
-		p("Each library on its own framework, with and without idempotency, in the same run (ratios are medians of per-round ratios). ")
-		p("Peer figures come from `%s`, run right after ours.\n\n", pe.Command)
-		p("| library | overhead ratio (with / without) | replay req/s | storm: executions (max per key) | storm: divergent keys | two instances: executions (max per key) | two instances: divergent keys |\n|---|---|---|---|---|---|---|\n")
-		if len(res.Rounds) > 0 && len(res.Rounds[0].First) > 0 {
-			var last, two string = "n/a", "n/a"
-			var div, div2 = "n/a", "n/a"
-			if len(res.Rounds[0].Storm) > 0 {
-				var execs []string
-				d := 0
-				for _, rd := range res.Rounds {
-					s := rd.Storm[Ours]
-					execs = append(execs, fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax))
-					d += s.DivergentKeys
-				}
-				last, div = strings.Join(execs, ", "), strconv.Itoa(d)
-				if slices.Equal(execs, slices.Repeat(execs[:1], len(execs))) {
-					last = fmt.Sprintf("%s in each of %d rounds", execs[0], len(execs))
-				}
-			}
-			if s := res.StormTwoInstances; s != nil {
-				two, div2 = fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax), strconv.Itoa(s.DivergentKeys)
-			}
-			p("| idemkey ginmw (Gin) | %s | %s | %s | %s | %s | %s |\n", f3(res.Median.FirstOursBare), f0(res.Median.ReplayRPS[Ours]), last, div, two, div2)
-		}
-		two, div2 := "n/a", "n/a"
-		if s := pe.StormTwoInstances; s != nil {
-			two, div2 = fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax), strconv.Itoa(s.DivergentKeys)
-		}
-		p("| %s %s (fiber, storage %s %s) | %s | %s | %d (%d) | %d | %s | %s |\n\n", pe.Library, pe.FiberVersion, pe.StorageModule, pe.StorageVersion,
-			f3(pe.FirstOverheadRatioMedian), f0(pe.ReplayRPS), pe.Storm.HandlerExecutions, pe.Storm.ExecutionsMax, pe.Storm.DivergentKeys, two, div2)
-		p("Fiber: bare %s req/s, with idempotency %s req/s (medians); storm p50/p99 %s/%s ms, %d answered 409.\n\n",
-			f0(pe.FirstRPSBareMedian), f0(pe.FirstRPSIdemMedian), f2(pe.Storm.P50MS), f2(pe.Storm.P99MS), pe.Storm.InProgress)
-		for _, n := range pe.Notes {
-			p("- %s\n", n)
-		}
-		p("\n")
+		res.writePeers(w, pe)
 	}
 	if len(res.Notes) > 0 {
 		p("## Notes\n\n")
@@ -229,6 +261,82 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 	}
 }
 
+// loadTables writes a throughput phase: req/s round by round, then the
+// medians per contender with CPU per request split into the runner process
+// and redis-server.
+func (res *Results) loadTables(w io.Writer, med map[string]Load, get func(*Round) map[string]Load) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	names := res.names(med)
+	p("| round | order |")
+	for _, n := range names {
+		p(" %s req/s |", n)
+	}
+	p("\n|---|---|%s\n", strings.Repeat("---|", len(names)))
+	for i := range res.Rounds {
+		rd := &res.Rounds[i]
+		p("| %d | %s |", i+1, strings.Join(rd.Order, ","))
+		for _, n := range names {
+			p(" %s |", f0(get(rd)[n].RPS))
+		}
+		p("\n")
+	}
+	p("| **median** | |")
+	for _, n := range names {
+		p(" **%s** |", f0(med[n].RPS))
+	}
+	p("\n\n")
+	p("Medians per request. CPU: the runner process (the servers and the load generator, whose share is about the same for every contender, so differences between contenders are server work) and redis-server.\n\n")
+	p("| contender | req/s | p50 ms | p99 ms | server CPU µs | Redis CPU µs | CPU in all µs |\n|---|---|---|---|---|---|---|\n")
+	for _, n := range names {
+		l := med[n]
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", n, f0(l.RPS), f2(l.P50MS), f2(l.P99MS), f1(l.CPUUS), f1(l.RedisCPUUS), f1(l.CPUUS+l.RedisCPUUS))
+	}
+	p("\n")
+}
+
+// writePeers writes the peers' section.
+func (res *Results) writePeers(w io.Writer, pe *Peers) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Peers, side by side\n\n")
+	p("Each library on its own framework, with and without idempotency, in the same run (ratios are medians of per-round ratios). ")
+	p("Peer figures come from `%s`, run right after ours.\n\n", pe.Command)
+	p("| library | overhead ratio (with / without) | replay req/s | storm: executions (max per key) | storm: divergent keys | two instances: executions (max per key) | two instances: divergent keys |\n|---|---|---|---|---|---|---|\n")
+	if ratio, ok := res.Median.Ratios[ratioName(PhaseFirst, Ours, PhaseFirst, Bare)]; ok {
+		last, two, div, div2 := "n/a", "n/a", "n/a", "n/a"
+		if len(res.Rounds[0].Storm) > 0 {
+			var execs []string
+			d := 0
+			for _, rd := range res.Rounds {
+				s := rd.Storm[Ours]
+				execs = append(execs, fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax))
+				d += s.DivergentKeys
+			}
+			last, div = strings.Join(execs, ", "), strconv.Itoa(d)
+			if slices.Equal(execs, slices.Repeat(execs[:1], len(execs))) {
+				last = fmt.Sprintf("%s in each of %d rounds", execs[0], len(execs))
+			}
+		}
+		for _, s := range res.StormTwoInstances {
+			if s.Contender == Ours {
+				two, div2 = fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax), strconv.Itoa(s.DivergentKeys)
+			}
+		}
+		p("| idemkey ginmw (Gin) | %s | %s | %s | %s | %s | %s |\n", f3(ratio), f0(res.Median.Replay[Ours].RPS), last, div, two, div2)
+	}
+	two, div2 := "n/a", "n/a"
+	if s := pe.StormTwoInstances; s != nil {
+		two, div2 = fmt.Sprintf("%d (%d)", s.HandlerExecutions, s.ExecutionsMax), strconv.Itoa(s.DivergentKeys)
+	}
+	p("| %s %s (fiber, storage %s %s) | %s | %s | %d (%d) | %d | %s | %s |\n\n", pe.Library, pe.FiberVersion, pe.StorageModule, pe.StorageVersion,
+		f3(pe.FirstOverheadRatioMedian), f0(pe.ReplayRPS), pe.Storm.HandlerExecutions, pe.Storm.ExecutionsMax, pe.Storm.DivergentKeys, two, div2)
+	p("Fiber: bare %s req/s, with idempotency %s req/s (medians); storm p50/p99 %s/%s ms, %d answered 409.\n\n",
+		f0(pe.FirstRPSBareMedian), f0(pe.FirstRPSIdemMedian), f2(pe.Storm.P50MS), f2(pe.Storm.P99MS), pe.Storm.InProgress)
+	for _, n := range pe.Notes {
+		p("- %s\n", n)
+	}
+	p("\n")
+}
+
 func statusList(m map[int]int) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -237,29 +345,57 @@ func statusList(m map[int]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// WriteText writes the human summary: headline figures and the checks.
+// WriteText writes the human summary: headline figures, the checks and
+// the targets.
 func (res *Results) WriteText(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	m := res.Median
 	p("idemkey storm-bench: %s, redis %s, %d cores, load %s -> %s, %s\n", res.Env.GoVersion, res.Env.RedisVersion,
 		res.Env.NumCPU, res.Env.LoadBefore, res.Env.LoadAfter, res.Duration)
-	if m.FirstRPS != nil {
-		p("first execution (median req/s): bare %s, limit %s, ours %s; ours/limit %s, ours/bare %s, limit/bare %s\n",
-			f0(m.FirstRPS[Bare]), f0(m.FirstRPS[Limit]), f0(m.FirstRPS[Ours]), f3(m.FirstOursLimit), f3(m.FirstOursBare), f3(m.FirstLimitBare))
-		p("first execution CPU/request (median µs, process+redis): limit %.1f+%.1f, ours %.1f+%.1f; ours +%.1f µs, ours/limit by CPU %s\n",
-			m.FirstCPUUS[Limit], m.FirstRedisCPUUS[Limit], m.FirstCPUUS[Ours], m.FirstRedisCPUUS[Ours], m.FirstExtraCPUUS, f3(m.FirstOursLimitCPU))
+	for _, ph := range []struct {
+		name string
+		m    map[string]Load
+	}{{"first execution", m.First}, {"replay", m.Replay}} {
+		if len(ph.m) == 0 {
+			continue
+		}
+		p("%s (medians: req/s, server + Redis CPU µs per request):", ph.name)
+		for i, n := range res.names(ph.m) {
+			if i > 0 {
+				p(",")
+			}
+			l := ph.m[n]
+			p(" %s %s (%s+%s)", n, f0(l.RPS), f1(l.CPUUS), f1(l.RedisCPUUS))
+		}
+		p("\n")
 	}
-	if m.ReplayRPS != nil {
-		p("replay (median req/s): limit %s, ours %s; ours/limit replay %s, ours replay/limit first %s\n",
-			f0(m.ReplayRPS[Limit]), f0(m.ReplayRPS[Ours]), f3(m.ReplayOursLimit), f3(m.ReplayOursLimitFirst))
+	for _, name := range sortedRatioNames(m.Ratios, ContenderNames()) {
+		p("  %-48s %s", name, f3(m.Ratios[name]))
+		if v, ok := m.CPURatios[name]; ok {
+			p("  (by CPU %s)", f3(v))
+		}
+		p("\n")
 	}
-	if m.StormP99MS != nil {
-		p("storm p50/p99 ms (median): bare %s/%s, limit %s/%s, ours %s/%s\n", f2(m.StormP50MS[Bare]), f2(m.StormP99MS[Bare]),
-			f2(m.StormP50MS[Limit]), f2(m.StormP99MS[Limit]), f2(m.StormP50MS[Ours]), f2(m.StormP99MS[Ours]))
+	if len(m.Storm) > 0 {
+		p("storm (medians: req/s, p99 ms, round trips and Redis commands per key):")
+		for i, n := range ContenderNames() {
+			s, ok := m.Storm[n]
+			if !ok {
+				continue
+			}
+			if i > 0 {
+				p(",")
+			}
+			p(" %s %s %s %s %s", n, f0(s.RPS), f2(s.P99MS), f2(s.RoundTripsPerKey), f2(s.CommandsPerKey))
+		}
+		p("\n")
 	}
 	for _, co := range res.Cost {
-		p("cost %-22s %-5s %g round trips (%g EVALSHA, %g EVAL, %g other), %g script commands\n", co.Case+",", co.Contender,
-			co.RoundTrips, co.EvalSHA, co.Eval, co.OtherTopLevel, co.ScriptCommands)
+		p("cost %-22s %-16s %g round trips, %g commands in all (%g EVALSHA, %g EVAL, %g other, %g in scripts)\n", co.Case+",", co.Contender,
+			co.RoundTrips, co.Server.Total, co.Server.EvalSHA, co.Server.Eval, co.Server.Other, co.Server.Script)
+	}
+	for _, a := range res.Allocs {
+		p("allocs %-16s %-16s %.1f allocs, %.0f B per request\n", a.Contender+",", a.Case, a.PerOp, a.BytesOp)
 	}
 	for _, mm := range res.Memory {
 		p("memory: body %d B -> record %d B (overhead %d B = %d B fixed + %d B allocator slack)\n", mm.BodyBytes, mm.Usage, mm.Overhead, mm.Fixed, mm.Slack)
@@ -279,6 +415,16 @@ func (res *Results) WriteText(w io.Writer) {
 			mark = "FAIL"
 		}
 		p("  %s %s: %s (want %s)\n", mark, ch.Name, ch.Got, ch.Want)
+	}
+	if len(res.Targets) > 0 {
+		p("targets (issues 17 and 12; they do not fail the run):\n")
+		for _, t := range res.Targets {
+			mark := "met "
+			if !t.Pass {
+				mark = "not "
+			}
+			p("  %s %s: %s (want %s)\n", mark, t.Name, t.Got, t.Want)
+		}
 	}
 	for _, n := range res.Notes {
 		p("note: %s\n", n)

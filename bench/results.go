@@ -8,13 +8,6 @@ import (
 	"github.com/idemkey/idemkey/internal/loadgen"
 )
 
-// Contender names, in the order the first round measures them.
-const (
-	Bare  = "bare"  // the Gin handler with no idempotency
-	Limit = "limit" // the handler plus exactly two raw EVALSHA round trips
-	Ours  = "ours"  // the handler behind ginmw
-)
-
 // Results is everything one run measured. Its JSON form is what -json
 // writes; RESULTS.md is rendered from it.
 type Results struct {
@@ -28,14 +21,19 @@ type Results struct {
 
 	Cost   []Cost   `json:"cost,omitempty"`
 	Memory []Memory `json:"memory,omitempty"`
+	// Allocs is Go allocations per request, by contender and case.
+	Allocs []Allocs `json:"allocs,omitempty"`
 
-	// StormTwoInstances is ours on two Gin instances sharing one Redis,
-	// the duplicates of each key alternating between them.
-	StormTwoInstances *StormResult `json:"storm_two_instances,omitempty"`
-	Cluster           *Cluster     `json:"cluster,omitempty"`
-	Peers             *Peers       `json:"peers,omitempty"`
+	// StormTwoInstances is each of our variants on two Gin instances sharing
+	// one Redis, the duplicates of each key alternating between them.
+	StormTwoInstances []*StormResult `json:"storm_two_instances,omitempty"`
+	Cluster           []*Cluster     `json:"cluster,omitempty"`
+	Peers             *Peers         `json:"peers,omitempty"`
 
-	Checks   []Check       `json:"checks"`
+	Checks []Check `json:"checks"`
+	// Targets are the goals of open issues (12, 17): reported, they do not
+	// fail the run.
+	Targets  []Check       `json:"targets,omitempty"`
 	Notes    []string      `json:"notes,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
 }
@@ -43,46 +41,37 @@ type Results struct {
 // Round is one pass over the contenders, each measured in turn.
 type Round struct {
 	Order  []string                `json:"order"`
-	First  map[string]Load         `json:"first"`
+	First  map[string]Load         `json:"first,omitempty"`
 	Replay map[string]Load         `json:"replay,omitempty"`
 	Storm  map[string]*StormResult `json:"storm,omitempty"`
 
-	FirstOursLimit       float64 `json:"first_ours_limit"`
-	FirstOursBare        float64 `json:"first_ours_bare"`
-	FirstLimitBare       float64 `json:"first_limit_bare"`
-	ReplayOursLimit      float64 `json:"replay_ours_limit,omitempty"`
-	ReplayOursLimitFirst float64 `json:"replay_ours_limit_first,omitempty"`
-	ReplayOursBare       float64 `json:"replay_ours_bare,omitempty"`
-
-	// By CPU: the same ratios computed from CPU per request (see cpuRatio),
-	// and ours' extra CPU per request over the limit's, in microseconds.
-	FirstOursLimitCPU  float64 `json:"first_ours_limit_cpu"`
-	FirstExtraCPUUS    float64 `json:"first_extra_cpu_us"`
-	ReplayOursLimitCPU float64 `json:"replay_ours_limit_cpu,omitempty"`
-	ReplayExtraCPUUS   float64 `json:"replay_extra_cpu_us,omitempty"`
+	// Ratios are the throughput ratios this round measured, by name (see
+	// ratioDefs); CPURatios the same ratios computed from CPU per request
+	// (see cpuRatio), for the first and replay phases.
+	Ratios    map[string]float64 `json:"ratios"`
+	CPURatios map[string]float64 `json:"cpu_ratios"`
 }
 
-// Medians are the medians over the rounds.
+// Medians are the medians over the rounds, each field on its own.
 type Medians struct {
-	FirstRPS             map[string]float64 `json:"first_rps"`
-	ReplayRPS            map[string]float64 `json:"replay_rps,omitempty"`
-	FirstOursLimit       float64            `json:"first_ours_limit"`
-	FirstOursBare        float64            `json:"first_ours_bare"`
-	FirstLimitBare       float64            `json:"first_limit_bare"`
-	ReplayOursLimit      float64            `json:"replay_ours_limit,omitempty"`
-	ReplayOursLimitFirst float64            `json:"replay_ours_limit_first,omitempty"`
-	ReplayOursBare       float64            `json:"replay_ours_bare,omitempty"`
-	FirstCPUUS           map[string]float64 `json:"first_cpu_us"`
-	FirstRedisCPUUS      map[string]float64 `json:"first_redis_cpu_us"`
-	ReplayCPUUS          map[string]float64 `json:"replay_cpu_us,omitempty"`
-	ReplayRedisCPUUS     map[string]float64 `json:"replay_redis_cpu_us,omitempty"`
-	FirstOursLimitCPU    float64            `json:"first_ours_limit_cpu"`
-	FirstExtraCPUUS      float64            `json:"first_extra_cpu_us"`
-	ReplayOursLimitCPU   float64            `json:"replay_ours_limit_cpu,omitempty"`
-	ReplayExtraCPUUS     float64            `json:"replay_extra_cpu_us,omitempty"`
-	StormP50MS           map[string]float64 `json:"storm_p50_ms,omitempty"`
-	StormP99MS           map[string]float64 `json:"storm_p99_ms,omitempty"`
-	StormRPS             map[string]float64 `json:"storm_rps,omitempty"`
+	First     map[string]Load        `json:"first,omitempty"`
+	Replay    map[string]Load        `json:"replay,omitempty"`
+	Storm     map[string]StormMedian `json:"storm,omitempty"`
+	Ratios    map[string]float64     `json:"ratios,omitempty"`
+	CPURatios map[string]float64     `json:"cpu_ratios,omitempty"`
+}
+
+// StormMedian is the median of a contender's storms over the rounds.
+type StormMedian struct {
+	RPS   float64 `json:"rps"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	// RoundTripsPerKey are the calls the contender's client made (a
+	// pipeline of many commands is one), and CommandsPerKey every command
+	// redis-server ran (EVALSHA and the commands inside the scripts), per
+	// storm key.
+	RoundTripsPerKey float64 `json:"round_trips_per_key"`
+	CommandsPerKey   float64 `json:"commands_per_key"`
 }
 
 // Load is one closed-loop throughput measurement.
@@ -145,6 +134,12 @@ type StormResult struct {
 	RPS   float64 `json:"rps"`
 	P50MS float64 `json:"p50_ms"`
 	P99MS float64 `json:"p99_ms"`
+
+	// RoundTripsPerKey are the calls the contenders' clients made per key
+	// (a pipeline is one); Server is what redis-server (every master, on a
+	// cluster) ran per key.
+	RoundTripsPerKey float64  `json:"round_trips_per_key"`
+	Server           Commands `json:"server"`
 }
 
 // ExactlyOnce reports whether every key ran exactly once and every client
@@ -163,20 +158,47 @@ type Cost struct {
 	// Status counts the HTTP answers (0 for store-level cases).
 	Status map[int]int `json:"status,omitempty"`
 
-	// RoundTrips is commands sent per request, counted by a go-redis hook.
+	// RoundTrips is calls made per request, counted by a go-redis hook on
+	// the contender's client: a command, or a pipeline of them, is one.
 	RoundTrips float64 `json:"round_trips"`
-	// EvalSHA, Eval and OtherTopLevel are per request, counted by the
-	// server. OtherTopLevel counts commands that no script runs; scripts'
-	// own commands are in ScriptCommands.
-	EvalSHA       float64 `json:"evalsha"`
-	Eval          float64 `json:"eval"`
-	OtherTopLevel float64 `json:"other_top_level"`
-	// ServerRoundTrips is EvalSHA + Eval + OtherTopLevel.
-	ServerRoundTrips float64 `json:"server_round_trips"`
-	// ScriptCommands is the commands the scripts ran, per request, and
-	// Commands the same by name.
-	ScriptCommands float64            `json:"script_commands"`
-	Commands       map[string]float64 `json:"commands"`
+	// Sent is commands sent per request, counted by the same hook.
+	Sent float64 `json:"sent"`
+	// Server is what redis-server ran per request.
+	Server Commands `json:"server"`
+}
+
+// Commands is what redis-server ran, per request or per storm key, from INFO
+// commandstats deltas after CONFIG RESETSTAT.
+type Commands struct {
+	// EvalSHA, Eval and Other are top-level commands, what clients sent.
+	// Other leaves out the runner's own INFO and CONFIG.
+	EvalSHA float64 `json:"evalsha"`
+	Eval    float64 `json:"eval"`
+	Other   float64 `json:"other"`
+	// Script is the commands the scripts ran.
+	Script float64 `json:"script"`
+	// Total is every command: top-level and inside scripts. Issue 17 counts
+	// this one ("2 EVALSHA + 9").
+	Total float64 `json:"total"`
+	// ByName is every command but EVALSHA, EVAL and the runner's own, by
+	// name.
+	ByName map[string]float64 `json:"by_name"`
+}
+
+// TopLevel is EvalSHA + Eval + Other: with no pipelining, round trips as
+// the server counts them.
+func (c Commands) TopLevel() float64 { return round3(c.EvalSHA + c.Eval + c.Other) }
+
+// Allocs is Go allocations per request of one contender and case, served
+// through httptest (no network) by the handler on the run's redis-server, as
+// BenchmarkGin does with -benchmem. They count the whole request: Gin, the
+// handler, go-redis, and ours in front of them.
+type Allocs struct {
+	Contender string  `json:"contender"`
+	Case      string  `json:"case"`
+	Runs      int     `json:"runs"`
+	PerOp     float64 `json:"allocs_per_op"`
+	BytesOp   float64 `json:"bytes_per_op"`
 }
 
 // Memory is the Redis memory of one completed record.
@@ -185,8 +207,7 @@ type Memory struct {
 	// StoredBytes is the length of the record's stored response: the
 	// encoded headers (Content-Type, Location) and the body.
 	StoredBytes int `json:"stored_bytes"`
-	// Usage is MEMORY USAGE <record> SAMPLES 0 (the lease key is gone once
-	// the record is completed).
+	// Usage is MEMORY USAGE <record> SAMPLES 0: the record is one string.
 	Usage int `json:"usage"`
 	// Overhead is Usage - BodyBytes.
 	Overhead int `json:"overhead"`

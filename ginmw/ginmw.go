@@ -14,12 +14,24 @@
 // Handlers find their key, their lease, derived keys for downstream
 // providers and recovery points through the gin.Context: Key, Lease,
 // DerivedKey, Checkpoint and RecoveryPoint.
+//
+// The handler runs on a request context detached from the client's: a client
+// that gives up does not stop it halfway. c.Request.Context() is cancelled
+// only when the lease is lost, at the store's MaxDuration, or when
+// Options.Shutdown is done: pass it to the calls the handler makes (or c
+// itself, with the engine's ContextWithFallback). A handler that records an
+// error with c.Error and writes nothing has not answered: the key is
+// released and the error middleware outside answers. Once the outcome is
+// stored, the response on the wire is final: outer middleware cannot change
+// it.
 package ginmw
 
 import (
 	"bufio"
+	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -27,48 +39,96 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Options configures the middleware; the zero value gives the defaults. It is
-// the same type as httpmw.Options, where each field is listed with its
-// default.
-type Options = httpcore.Options
+// DefaultScope is the default Options.Scope: httpmw.DefaultScope of the
+// request, a hash of its Authorization or X-API-Key header. A request with
+// neither is refused with 500 scope-required: an application with its own
+// authentication sets Options.Scope to the caller it put in the Gin context.
+func DefaultScope(c *gin.Context) (string, error) { return httpcore.DefaultScope(c.Request) }
 
-// ErrNotProtected is returned by Checkpoint for a request without a lease.
-var ErrNotProtected = httpcore.ErrNotProtected
-
-// DefaultScope is the default Options.Scope: a hash of the credential the
-// request presents (Authorization, or X-API-Key), or "anonymous".
-func DefaultScope(r *http.Request) (string, error) { return httpcore.DefaultScope(r) }
-
-// DefaultStore is the default Options.Store: 200-499 except 408, 409, 425
-// and 429.
-func DefaultStore(status int) bool { return httpcore.DefaultStore(status) }
-
-// DefaultOmitHeaders are the response headers never replayed by default.
-var DefaultOmitHeaders = httpcore.DefaultOmitHeaders
-
-// DefaultProblemBase is the default Options.ProblemBase.
-const DefaultProblemBase = httpcore.DefaultProblemBase
+// SharedScope returns an Options.Scope that puts every caller in the scope
+// name: whoever sends a key gets its outcome. Use it only where there are no
+// callers to keep apart, never on an endpoint that serves several users. It
+// panics if name is empty.
+func SharedScope(name string) func(*gin.Context) (string, error) {
+	httpcore.CheckSharedScope(name)
+	return func(*gin.Context) (string, error) { return name, nil }
+}
 
 // New returns Gin middleware that protects the handlers after it with store.
 // It panics if store is nil or opts holds a negative limit.
 func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
-	core := httpcore.New(store, opts)
+	cfg := opts.config()
+	cfg.Route = func(_ *http.Request, c any) string { return c.(*gin.Context).FullPath() }
+	core := httpcore.New(store, cfg)
 	return func(c *gin.Context) {
-		x, pass := core.Begin(c.Writer, c.Request)
+		x, pass := core.Begin(c.Writer, c.Request, c)
 		switch {
 		case pass:
 			c.Next()
 			return
-		case x == nil:
+		case x == nil: // a replay or a problem: final, as a stored response
 			c.Abort()
+			seal(c, core)
 			return
 		}
 		orig, origReq := c.Writer, c.Request
 		c.Writer = &writer{ResponseWriter: orig, rec: x.Recorder}
 		c.Request = x.Request
-		defer func() { c.Writer, c.Request = orig, origReq }()
-		x.Run(c.Next)
+		defer func() {
+			c.Request = origReq
+			if !x.Answered() {
+				c.Writer = orig // the key was released: the app answers (an error middleware, Recovery)
+				return
+			}
+			seal(c, core)
+		}()
+		x.Run(func() {
+			c.Next()
+			// A handler that recorded an error (c.Error) and wrote nothing has
+			// not answered: an error middleware outside will. Release the key
+			// rather than store the empty 200 Gin would otherwise send.
+			if len(c.Errors) > 0 && x.Recorder.Untouched() {
+				x.Abandon()
+			}
+		})
 	}
+}
+
+// seal makes the response on the wire final: no outer middleware may change
+// its status or add to its body.
+func seal(c *gin.Context, core *httpcore.Guard) {
+	c.Writer.WriteHeaderNow()
+	c.Writer = &sealed{ResponseWriter: c.Writer, logger: core.Logger()}
+}
+
+// sealed is the writer outer middleware sees once the stored response is
+// sent: it drops every change, so the client gets exactly what was stored.
+type sealed struct {
+	gin.ResponseWriter
+	logger *slog.Logger
+	warned bool
+}
+
+func (w *sealed) drop(what string) {
+	if !w.warned {
+		w.warned = true
+		w.logger.Warn("idemkey: a middleware outside ginmw tried to change a response after its outcome was stored; the change was dropped", "change", what)
+	}
+}
+
+func (w *sealed) WriteHeader(code int) {
+	if code != w.Status() {
+		w.drop("status " + strconv.Itoa(code))
+	}
+}
+func (w *sealed) WriteHeaderNow() {}
+func (w *sealed) Write(p []byte) (int, error) {
+	w.drop("body bytes")
+	return len(p), nil
+}
+func (w *sealed) WriteString(s string) (int, error) {
+	w.drop("body bytes")
+	return len(s), nil
 }
 
 // writer gives the handlers Gin's writer semantics over the recorder: the
@@ -84,6 +144,9 @@ var _ gin.ResponseWriter = (*writer)(nil)
 func (w *writer) Header() http.Header { return w.rec.Header() }
 
 func (w *writer) WriteHeader(code int) {
+	if code <= 0 {
+		return // Gin's "keep the status" (c.Render(-1, ...), as c.Redirect does)
+	}
 	if code >= 100 && code < 200 {
 		w.rec.WriteHeader(code)
 		return
@@ -136,7 +199,7 @@ func DerivedKey(c *gin.Context, step string) string {
 // Checkpoint records that the handler reached point, with data a later
 // attempt needs to resume (say, the provider's charge ID), and extends the
 // lease. If this attempt dies, the next retry finds them with RecoveryPoint.
-// It returns ErrNotProtected when the request is not protected.
+// It returns httpmw.ErrNotProtected when the request is not protected.
 func Checkpoint(c *gin.Context, point string, data []byte) error {
 	return httpcore.Checkpoint(c.Request.Context(), point, data)
 }

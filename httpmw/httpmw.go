@@ -4,8 +4,13 @@
 // A request with an Idempotency-Key header runs its handler once per (caller,
 // key); every retry gets the stored response with Idempotent-Replayed: true,
 // a retry while the first attempt runs gets 409, and a key reused for a
-// different request gets 422. See the README for the full contract and
-// Options for every setting.
+// different request gets 422. Options lists every setting with its default;
+// this package is their home, and ginmw has the same.
+//
+// The handler runs on a context detached from the client's: a client that
+// gives up does not stop it halfway. It is cancelled only when its lease is
+// lost, at the store's MaxDuration, or when Options.Shutdown is done; pass it
+// (r.Context()) to the calls the handler makes.
 //
 // Handlers find their key, their lease, derived keys for downstream
 // providers and recovery points in the request context: Key, Lease,
@@ -20,55 +25,13 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Options configures the middleware; the zero value gives the defaults. It is
-// the same type as ginmw.Options. Its fields, each with its default:
-//
-//   - Header: the key's request header. Default: "Idempotency-Key".
-//   - Optional: let requests without a key through unprotected (else 400). Default: false.
-//   - Methods: the methods protected. Default: POST, PUT, PATCH, DELETE.
-//   - Skip: a predicate for requests to let through. Default: nil.
-//   - Scope: the caller a request comes from. Default: DefaultScope.
-//   - Challenge: WWW-Authenticate of the 401 when Scope fails. Default: "Bearer".
-//   - FingerprintHeaders: headers that take part in the fingerprint. Default: none.
-//   - IgnoreFields: JSON members left out of the fingerprint. Default: none.
-//   - MaxBodyBytes: larger request bodies get 413. Default: 1 MiB.
-//   - BodyTimeout: a slower request body gets 408. Default: 10s.
-//   - MaxJSONDepth: deeper JSON bodies get 400. Default: 64.
-//   - MaxResponseBytes: the largest response body stored for replay. Default: 1 MiB.
-//   - Store: which statuses are stored; others release the key. Default: DefaultStore.
-//   - OmitHeaders: response headers never replayed. Default: DefaultOmitHeaders.
-//   - RetryAfter: Retry-After of 409 and 503. Default: 1s.
-//   - Wait: how long a duplicate waits for the first attempt before 409. Default: 0.
-//   - Timeout: bound on each Redis call. Default: 2s.
-//   - FailOpen: run unprotected when Redis is down (else 503). Default: false.
-//   - ProblemBase: prefix of problem type URIs. Default: DefaultProblemBase.
-//   - Logger: where unreported errors go. Default: slog.Default().
-type Options = httpcore.Options
-
-// DefaultScope is the default Options.Scope: a hash of the credential the
-// request presents (Authorization, or X-API-Key), or "anonymous".
-func DefaultScope(r *http.Request) (string, error) { return httpcore.DefaultScope(r) }
-
-// DefaultStore is the default Options.Store: 200-499 except 408, 409, 425
-// and 429.
-func DefaultStore(status int) bool { return httpcore.DefaultStore(status) }
-
-// DefaultOmitHeaders are the response headers never replayed by default.
-var DefaultOmitHeaders = httpcore.DefaultOmitHeaders
-
-// DefaultProblemBase is the default Options.ProblemBase.
-const DefaultProblemBase = httpcore.DefaultProblemBase
-
-// ErrNotProtected is returned by Checkpoint for a request without a lease.
-var ErrNotProtected = httpcore.ErrNotProtected
-
 // New returns middleware that protects the handlers it wraps with store. It
 // panics if store is nil or opts holds a negative limit.
 func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler {
-	core := httpcore.New(store, opts)
+	core := httpcore.New(store, opts.config())
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			x, pass := core.Begin(w, r)
+			x, pass := core.Begin(w, r, nil)
 			switch {
 			case pass:
 				next.ServeHTTP(w, r)

@@ -2,7 +2,7 @@
 -- recovery point (layout in lua.go; its flags byte is replaced by the stored one) ARGV[3]=retention ms
 -- => 1 recorded, lease pushed out | 0 lost: another token owns the record, or it is completed or gone
 local v = redis.pcall('GET', KEYS[1])
-if type(v) ~= 'string' or string.sub(v, 1, 1) ~= 'S' or string.sub(v, 19, 26) ~= ARGV[1] then
+if type(v) ~= 'string' or string.sub(v, 1, 2) == 'Sr' or string.sub(v, 1, 1) ~= 'S' or string.sub(v, 19, 26) ~= ARGV[1] then
   if type(v) == 'table' and not string.find(v.err or '', 'WRONGTYPE', 1, true) then return v end
   return 0
 end

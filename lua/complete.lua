@@ -1,6 +1,6 @@
 -- complete.lua: KEYS[1]=record KEYS[2]=tombstone (only when the store keeps tombstones)
 -- ARGV[1]=the completed record (layout in lua.go) ARGV[2]=the owner's token
--- ARGV[3]=tombstone value ARGV[4]=tombstone ms
+-- ARGV[3]=wake-up channel ARGV[4]=tombstone value ARGV[5]=tombstone ms
 -- => 1 stored (also when this lease stored it before) | 0 lost: another token owns the record, or it is gone
 -- The record is written first and checked after (one command where reading first costs two);
 -- a record that is not the caller's is put back as it was. Its TTL is kept: retention counts
@@ -11,8 +11,9 @@ if type(old) == 'table' then
   return old
 end
 if not old then return 0 end
-if string.sub(old, 1, 1) == 'S' and string.sub(old, 19, 26) == ARGV[2] then
-  if KEYS[2] then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4]) end
+if string.sub(old, 1, 1) == 'S' and string.sub(old, 2, 2) ~= 'r' and string.sub(old, 19, 26) == ARGV[2] then
+  if KEYS[2] then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
+  if string.sub(old, 2, 2) == 'w' then redis.call('PUBLISH', ARGV[3], '') end -- someone waits (watch.lua)
   return 1
 end
 if old == ARGV[1] then return 1 end

@@ -15,7 +15,9 @@
 //
 //	pos     field       started record                     completed record
 //	1       kind        'S'                                'C'
-//	2       flags       '-' (reserved)                     '-'
+//	2       flags       '-'; 'w': another process waits    '-'
+//	                    for the outcome (watch.lua); 'r':
+//	                    released, no owner
 //	3-18    fp          16 bytes: the request's fingerprint (as stored; see redisstore.Request)
 //	19-26   token       8 bytes: the owner's fencing token  -
 //	27-     (started)   <attempt>:<threshold>:<rp><rpd><label><created>
@@ -31,6 +33,11 @@
 // lease's clock is Redis's own expiry clock, and the lease cannot go missing
 // on its own: a takeover needs the deadline to have passed. Completion
 // keeps the TTL (KEEPTTL), so the outcome lives about the retention.
+//
+// A process that waits for another's outcome subscribes to the record's
+// wake-up channel, <prefix>{<tag>}:w, and marks the record (watch.lua);
+// complete and release publish on it only when the mark is there, so
+// waiting costs nothing when nobody waits.
 //
 // A tombstone, kept only when the store is configured for it, is an integer
 // at <prefix>{<tag>}:t: fp32*2^18 + code*2^8 + min(attempt, 255), with fp32
@@ -74,6 +81,12 @@ var Extend string
 //
 //go:embed checkpoint.lua
 var Checkpoint string
+
+// Watch marks a running record as waited for, so that its completion or
+// release publishes on the record's wake-up channel.
+//
+//go:embed watch.lua
+var Watch string
 
 // Lookup reads a record, its type and its TTL, for inspection.
 //

@@ -1,4 +1,5 @@
 -- release.lua: KEYS[1]=record; ARGV[1]=token ARGV[2]='1' to keep the record in any case
+-- ARGV[3]=wake-up channel
 -- => 1 released, or already gone | 0 lost: another token owns the record, or it is completed
 -- A record with history (a takeover, a recovery point, or ARGV[2]) keeps it: only the lease
 -- ends, so the next claim takes over at once, as attempt n+1, and can resume or reconcile.
@@ -9,10 +10,12 @@ if type(v) ~= 'string' or string.sub(v, 1, 1) ~= 'S' or string.sub(v, 19, 26) ~=
   if type(v) == 'table' and not string.find(v.err or '', 'WRONGTYPE', 1, true) then return v end
   return 0
 end
-local att, thr, rp = string.match(string.sub(v, 27), '^(%d+):(%d+):(%d+):')
+local att, rp = string.match(string.sub(v, 27), '^(%d+):%d+:(%d+):')
 if ARGV[2] == '1' or att ~= '1' or rp ~= '0' then
-  redis.call('PEXPIRE', KEYS[1], thr)
+  -- Released (flags 'r'): the next claim takes it over at once.
+  redis.call('SETRANGE', KEYS[1], 1, 'r')
 else
   redis.call('DEL', KEYS[1])
 end
+if string.sub(v, 2, 2) == 'w' then redis.call('PUBLISH', ARGV[3], '') end -- someone waits (watch.lua)
 return 1

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemkey/idemkey/observe"
 )
 
 // Response codes of records written by Do.
@@ -58,7 +60,19 @@ type Result struct {
 func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
 	c, err := s.Claim(ctx, req)
 	if err != nil {
+		if s.obs != nil {
+			s.observeClaimError(ctx, req, err)
+		}
 		return nil, err
+	}
+	if s.obs != nil {
+		kind := map[Status]observe.Kind{Claimed: observe.Claimed, TookOver: observe.TookOver, Replayed: observe.Replayed}[c.Status]
+		e := observe.NewEvent(kind, req.Scope, req.Key)
+		e.Route, e.Status = req.Label, c.Response.Code
+		if c.Lease != nil {
+			e.Attempt = c.Lease.Attempt
+		}
+		s.obs.Event(ctx, &e)
 	}
 	if c.Status == Replayed {
 		switch c.Response.Code {
@@ -73,6 +87,7 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 }
 
 func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lease) ([]byte, error)) (*Result, error) {
+	start := time.Now()
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := l.Supervise(cancel)
@@ -82,39 +97,88 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	// The outcome must reach Redis even if the caller has given up.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.lease, 2*time.Second))
 	defer wcancel()
+	var (
+		res  *Result
+		kind observe.Kind
+		werr error // the store's error, for the observer
+	)
 	switch {
 	case panicked != nil:
-		_ = l.Release(wctx)
+		werr = l.Release(wctx)
+		s.observeEnd(ctx, l, start, observe.Released, werr)
 		panic(panicked)
 	case err == nil:
-		cerr := l.Complete(wctx, Response{Code: doSucceeded, Body: data})
+		res = &Result{Data: data}
+		kind, werr = stored(l.Complete(wctx, Response{Code: doSucceeded, Body: data}))
 		switch {
-		case errors.Is(cerr, ErrNotReplicated):
-			return &Result{Data: data}, fmt.Errorf("redisstore: do: outcome stored, but acknowledged by too few replicas: %w", cerr)
-		case cerr != nil:
-			return &Result{Data: data}, fmt.Errorf("redisstore: do: outcome not stored: %w", cerr)
+		case errors.Is(werr, ErrNotReplicated):
+			err = fmt.Errorf("redisstore: do: outcome stored, but acknowledged by too few replicas: %w", werr)
+		case werr != nil:
+			err = fmt.Errorf("redisstore: do: outcome not stored: %w", werr)
 		}
-		return &Result{Data: data}, nil
 	case fctx.Err() != nil:
-		_ = l.release(wctx, true)
+		kind, werr = observe.Released, l.release(wctx, true)
 		if cause := context.Cause(fctx); cause != fctx.Err() && cause != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
-		return nil, Transient(err)
+		err = Transient(err)
 	case IsTransient(err):
-		_ = l.Release(wctx)
-		return nil, err
+		kind, werr = observe.Released, l.Release(wctx)
 	default:
 		failed := &FailedError{Message: err.Error(), Err: err}
-		cerr := l.Complete(wctx, Response{Code: doFailed, Body: []byte(failed.Message)})
+		kind, werr = stored(l.Complete(wctx, Response{Code: doFailed, Body: []byte(failed.Message)}))
 		switch {
-		case errors.Is(cerr, ErrNotReplicated):
-			return nil, fmt.Errorf("%w (stored, but acknowledged by too few replicas: %w)", failed, cerr)
-		case cerr != nil:
-			return nil, fmt.Errorf("%w (and the failure was not stored: %w)", failed, cerr)
+		case errors.Is(werr, ErrNotReplicated):
+			err = fmt.Errorf("%w (stored, but acknowledged by too few replicas: %w)", failed, werr)
+		case werr != nil:
+			err = fmt.Errorf("%w (and the failure was not stored: %w)", failed, werr)
+		default:
+			err = failed
 		}
-		return nil, failed
 	}
+	if s.obs != nil {
+		s.observeEnd(ctx, l, start, kind, werr)
+	}
+	return res, err
+}
+
+// stored says how a completion went, for the observer.
+func stored(err error) (observe.Kind, error) {
+	switch {
+	case err == nil, errors.Is(err, ErrNotReplicated):
+		return observe.Completed, err
+	case errors.Is(err, ErrLeaseLost):
+		return observe.Fenced, err
+	}
+	return observe.NotStored, err
+}
+
+// observeClaimError reports a claim Do could not make.
+func (s *Store) observeClaimError(ctx context.Context, req Request, err error) {
+	kind := observe.Unavailable
+	switch {
+	case errors.Is(err, ErrInProgress):
+		kind = observe.InProgress
+	case errors.Is(err, ErrMismatch):
+		kind = observe.Mismatch
+	case errors.Is(err, ErrExpired):
+		kind = observe.Expired
+	case errors.Is(err, ErrInvalidRequest):
+		kind = observe.Rejected
+	}
+	e := observe.NewEvent(kind, req.Scope, req.Key)
+	e.Route, e.Err = req.Label, err
+	s.obs.Event(ctx, &e)
+}
+
+// observeEnd reports how a run of Do ended.
+func (s *Store) observeEnd(ctx context.Context, l *Lease, start time.Time, kind observe.Kind, err error) {
+	if s.obs == nil {
+		return
+	}
+	e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
+	e.Route, e.Attempt, e.Held, e.Err = l.req.Label, l.Attempt, time.Since(start), err
+	s.obs.Event(ctx, &e)
 }
 
 // call runs fn, turning a panic into a value.

@@ -11,10 +11,11 @@
 // Every write is fenced by the owner's token: an owner that lost its record to
 // a takeover gets [ErrLeaseLost] and changes nothing.
 //
-// Each step is one Lua script (package lua) run with EVALSHA: a first
-// execution costs two round trips (claim, complete); a replay, an in-progress
-// answer or a mismatch costs one. The record and its lease share one hash
-// tag derived from a hash of the scope and key, so the store works unchanged
+// Each step is one Lua script (package lua) run with EVALSHA. A first
+// execution costs two round trips (claim, complete) and four Redis commands
+// counting those inside the scripts; a replay or a mismatch costs one round
+// trip and two commands, an in-progress answer three commands. The record is
+// one key named by a hash of the scope and key, so the store works unchanged
 // on a single node, Sentinel and Redis Cluster, and no byte a client sends
 // shapes a Redis key name.
 //
@@ -24,16 +25,44 @@
 //
 // # Key layout
 //
-//	<prefix>{<tag>}        hash    the record: state, fingerprint, owner token, attempt,
-//	                               recovery point and data, outcome code and body, scope, key, label
-//	<prefix>{<tag>}:lease  string  the owner's token, with PX = the lease
+//	<prefix>{<tag>}      string   the record (layout: package lua), TTL = the retention
+//	<prefix>{<tag>}:t    integer  its tombstone, only with Options.TombstoneRetention
 //	tag = base64url(first 16 bytes of SHA-256(len(scope) || scope || key))
 //
-// Both keys always carry a TTL: the record its retention, the lease its lease.
+// The lease lives inside the record: a takeover needs the lease's deadline to
+// have passed on Redis's clock, never just a missing key.
+//
+// # Redis must not evict
+//
+// The store needs maxmemory-policy noeviction (or a Redis of its own that
+// never reaches maxmemory). An evicted record is forgotten: a retry of a
+// completed operation, or a duplicate of a running one, runs it again.
+//
+// # Errors
+//
+// Each call returns these, besides wrapped Redis and context errors when
+// Redis cannot be reached in time:
+//
+//   - [Store.Claim]: [ErrInvalidRequest]; *[InProgressError] ([ErrInProgress]);
+//     [ErrMismatch]; *[ExpiredError] ([ErrExpired]); *[ReplicationError]
+//     ([ErrNotReplicated]) for a claim too few replicas acknowledged (given
+//     back before Claim returns); [ErrUnexpectedReply].
+//   - [Store.Do]: those of Claim; *[FailedError] ([ErrFailed]) for a stored
+//     failure; fn's error marked [Transient]; errors saying the outcome was
+//     not stored, or stored with a *ReplicationError.
+//   - [Lease.Complete], [Lease.Checkpoint]: [ErrLeaseLost];
+//     *[ReplicationError] when the write was stored but too few replicas
+//     acknowledged it.
+//   - [Lease.Release], [Lease.Extend]: [ErrLeaseLost].
+//   - [Store.Lookup]: [ErrNotFound]; [ErrUnexpectedReply].
+//
+// [ErrMaxDuration] and [ErrLeaseLost] are also the causes (context.Cause) of
+// the cancellations [Lease.Supervise] and Do make.
 //
 // # Deadlines
 //
-// Every method takes a context. go-redis honours its deadline only when the
-// client is built with ContextTimeoutEnabled: true; otherwise a hung server
-// holds a call for the client's ReadTimeout. Build the client with it.
+// Every method takes a context and ends by its deadline. A *redis.Client or
+// *redis.ClusterClient built with ContextTimeoutEnabled: true does that
+// itself; with any other client the store waits for the reply on another
+// goroutine and stops waiting at the deadline.
 package redisstore

@@ -5,6 +5,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"io"
@@ -204,20 +205,22 @@ func TestReplicaTimeoutUnderAMillisecond(t *testing.T) {
 func TestReleasedTakeoverKeepsHistory(t *testing.T) {
 	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
 		t.Run(name, func(t *testing.T) {
-			s := newStore(t, b, Options{Lease: 200 * time.Millisecond})
+			// Each attempt in a process of its own.
+			opts := Options{Lease: 200 * time.Millisecond}
+			s := newStore(t, b, opts)
 			ctx := context.Background()
 			req := newReq(t)
 			first, err := s.Claim(ctx, req)
 			require.NoError(t, err)
 			require.Equal(t, 1, first.Lease.Attempt)
 			b.expireLease(t, s, req) // attempt 1 crashed
-			second, err := s.Claim(ctx, req)
+			second, err := newStore(t, b, opts).Claim(ctx, req)
 			require.NoError(t, err)
 			require.Equal(t, TookOver, second.Status)
 			require.Equal(t, 2, second.Lease.Attempt)
 			require.NoError(t, second.Lease.Release(ctx)) // attempt 2 fails transiently
 
-			third, err := s.Claim(ctx, req)
+			third, err := newStore(t, b, opts).Claim(ctx, req)
 			require.NoError(t, err)
 			require.Equal(t, TookOver, third.Status, "the history of attempts 1 and 2 was forgotten")
 			require.Equal(t, 3, third.Lease.Attempt)
@@ -302,4 +305,39 @@ func TestHeartbeatSurvivesOneHungBeat(t *testing.T) {
 		}
 	}
 	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 1}))
+}
+
+// TestRestartGivesOwnersALease: an owner cut off while Redis was down is not
+// taken over the moment Redis is back, though its lease ran out meanwhile:
+// it first gets a lease of Redis's uptime to renew or complete.
+func TestRestartGivesOwnersALease(t *testing.T) {
+	srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
+	opts := Options{Lease: 2 * time.Second}
+	owner := newStore(t, backend{client: srv.Client(t)}, opts)
+	ctx := context.Background()
+	req := newReq(t)
+	c, err := owner.Claim(ctx, req)
+	require.NoError(t, err)
+
+	srv.Kill()
+	time.Sleep(2500 * time.Millisecond) // the lease runs out while Redis is down
+	srv.Restart(t)
+	other := newStore(t, backend{client: srv.Client(t)}, opts)
+	var cerr error
+	require.Eventually(t, func() bool { // until Redis answers the claim
+		_, cerr = other.Claim(ctx, req)
+		return cerr == nil || errors.Is(cerr, ErrInProgress)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, cerr, ErrInProgress, "taken over the moment Redis came back")
+
+	// The owner renews within that grace and keeps its key.
+	require.NoError(t, c.Lease.Extend(ctx))
+	_, err = other.Claim(ctx, req)
+	require.ErrorIs(t, err, ErrInProgress)
+
+	// Without renewal, the key is taken over once Redis has been up a lease.
+	require.Eventually(t, func() bool {
+		n, err := other.Claim(ctx, req)
+		return err == nil && n.Status == TookOver
+	}, 10*time.Second, 50*time.Millisecond)
 }

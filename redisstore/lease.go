@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,8 +27,10 @@ type Lease struct {
 	keys      recordKeys
 	token     string
 	fp        [fpLen]byte
-	label     string // the record's: the first claim's label
-	createdMS int64  // the record's: when it was first claimed
+	label     string       // the record's: the first claim's label
+	createdMS int64        // the record's: when it was first claimed
+	flight    *flight      // this process's flight for the key, when collapsing
+	sign      atomic.Int64 // unix nanos of the last acknowledged sign of life
 
 	// Attempt is 1 for a fresh claim, plus one per takeover.
 	Attempt int
@@ -44,8 +47,8 @@ type Lease struct {
 // Complete stores resp as the operation's outcome, which every later claim of
 // the key gets as a replay, and drops the lease; the record then lives for the
 // store's retention. The side effect has happened by now, so Complete tries
-// hard: if Redis cannot be reached it tries again with backoff (up to 8 tries
-// in about 2s) until ctx is done. A repeat by the same lease is harmless, so
+// hard: if Redis cannot be reached it tries again with backoff until ctx is
+// done. A repeat by the same lease is harmless, so
 // a lost reply costs nothing. It returns ErrLeaseLost if the record is no
 // longer this lease's, and a *ReplicationError if the outcome was stored but
 // too few replicas acknowledged it.
@@ -53,15 +56,21 @@ func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	s := l.store
 	rec := appendCompleted(make([]byte, 0, offCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
 	keys := []string{l.keys.record()}
-	args := []any{rec, l.token}
+	args := []any{rec, l.token, l.keys.channel()}
 	if s.tombstone > 0 {
 		keys = append(keys, l.keys.tombstone())
 		args = append(args, tombstone(&l.fp, resp.Code, l.Attempt), s.tombstoneMS)
 	}
-	return persist(ctx, func() error {
+	err := persist(ctx, func() error {
 		reply, err := s.call(ctx, nil, completeScript, keys, args...)
 		return decodeReplicated("complete", reply, err)
 	})
+	if err == nil || errors.Is(err, ErrNotReplicated) {
+		l.ended(&resp)
+	} else {
+		l.ended(nil)
+	}
+	return err
 }
 
 // Release gives the key up without an outcome, for a failure that committed
@@ -80,10 +89,12 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 	if keep {
 		flag = "1"
 	}
-	return persist(ctx, func() error {
-		reply, err := l.store.call(ctx, nil, releaseScript, []string{l.keys.record()}, l.token, flag)
+	err := persist(ctx, func() error {
+		reply, err := l.store.call(ctx, nil, releaseScript, []string{l.keys.record()}, l.token, flag, l.keys.channel())
 		return decodeOK("release", reply, err)
 	})
+	l.ended(nil)
+	return err
 }
 
 // handBack gives back, in the background, a claim whose answer was lost:
@@ -104,26 +115,37 @@ func (l *Lease) handBack() {
 	}()
 }
 
-// persist runs a write that is safe to repeat until it reaches Redis: up to
-// 8 tries, 10ms apart doubling to 500ms, while ctx lasts. Answers from Redis
-// (ErrLeaseLost, a script error) are final; only failures to reach it are
-// tried again.
-func persist(ctx context.Context, write func() error) error {
+// persist runs a write that is safe to repeat until it reaches Redis: tries
+// 10ms apart, doubling to 250ms, while ctx lasts (and at most 40 tries).
+// Answers from Redis (ErrLeaseLost, a script error) are final; only failures
+// to reach it are tried again.
+func persist(ctx context.Context, write func() error) error { return persistWith(ctx, waitFor, write) }
+
+// persistWith is persist, waiting between tries with wait.
+func persistWith(ctx context.Context, wait func(context.Context, time.Duration) bool, write func() error) error {
 	backoff := 10 * time.Millisecond
 	for try := 1; ; try++ {
 		err := write()
 		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrNotReplicated) ||
-			isRedisReply(err) || try == 8 {
+			isRedisReply(err) || try == persistTries || !wait(ctx, backoff) {
 			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// persistTries bounds persist's tries when ctx has no deadline.
+const persistTries = 40
+
+// waitFor waits d, or returns false when ctx ends first.
+func waitFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -148,8 +170,13 @@ func isRedisReply(err error) bool {
 // (and the record's retention with it). It returns ErrLeaseLost if the record
 // is no longer this lease's.
 func (l *Lease) Extend(ctx context.Context) error {
+	sent := time.Now()
 	reply, err := l.store.call(ctx, nil, extendScript, []string{l.keys.record()}, l.token, l.store.retentionMS)
-	return decodeOK("extend", reply, err)
+	err = decodeOK("extend", reply, err)
+	if err == nil {
+		l.signed(sent)
+	}
+	return err
 }
 
 // Checkpoint records that the operation reached point, with data a later
@@ -161,8 +188,13 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 	s := l.store
 	rec := appendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, s.thresholdMS,
 		&started{attempt: l.Attempt, recoveryPoint: point, recoveryData: data, label: l.label, createdMS: l.createdMS})
+	sent := time.Now()
 	reply, err := s.call(ctx, nil, checkpointScript, []string{l.keys.record()}, l.token, rec, s.retentionMS)
-	return decodeReplicated("checkpoint", reply, err)
+	err = decodeReplicated("checkpoint", reply, err)
+	if err == nil || errors.Is(err, ErrNotReplicated) {
+		l.signed(sent)
+	}
+	return err
 }
 
 // DerivedKey returns an idempotency key for one step of the operation to hand

@@ -349,7 +349,9 @@ func TestLostReply(t *testing.T) {
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
 			p := topo.start(t)
-			opts := Options{Replicas: p.replicas, ReplicaTimeout: time.Second}
+			// NoCollapse: every call asks Redis, as calls from several
+			// processes would; the scripts are what is under test.
+			opts := Options{Replicas: p.replicas, ReplicaTimeout: time.Second, NoCollapse: true}
 			s := newStore(t, backend{client: p.client}, opts)
 			opts.Lease = 200 * time.Millisecond
 			stores := &lostStores{s: s, short: newStore(t, backend{client: p.client}, opts)}
@@ -418,7 +420,7 @@ func TestLostReplyDo(t *testing.T) {
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
 			p := topo.start(t)
-			s := newStore(t, backend{client: p.client}, Options{Lease: 600 * time.Millisecond, Replicas: p.replicas, ReplicaTimeout: time.Second})
+			s := newStore(t, backend{client: p.client}, Options{Lease: 600 * time.Millisecond, Replicas: p.replicas, ReplicaTimeout: time.Second, NoCollapse: true})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			req := newReq(t)
@@ -472,7 +474,7 @@ func TestLostReplyClusterReplicasDefaultRetries(t *testing.T) {
 	o := cl.Options()
 	o.Dialer = faultproxy.Dialer(ps...)
 	p := &proxied{client: closing(t, redis.NewClusterClient(o)), proxies: ps}
-	s := newStore(t, backend{client: p.client}, Options{Lease: time.Minute, Replicas: 1, ReplicaTimeout: time.Second})
+	s := newStore(t, backend{client: p.client}, Options{Lease: time.Minute, Replicas: 1, ReplicaTimeout: time.Second, NoCollapse: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range 30 { // load the scripts on every master

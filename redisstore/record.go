@@ -13,6 +13,7 @@ const (
 	kindStarted   = 'S'
 	kindCompleted = 'C'
 	flagNone      = '-'
+	flagReleased  = 'r' // a started record whose lease was given back
 
 	fpLen    = 16
 	tokenLen = 8

@@ -123,10 +123,18 @@ func TestRoundTrips(t *testing.T) {
 		require.ErrorIs(t, err, ErrMismatch)
 	})
 	busy := Request{Scope: "a", Key: "busy"}
-	_, err = s.Claim(ctx, busy)
+	other := newStore(t, backend{client: admin}, Options{}) // another process
+	_, err = other.Claim(ctx, busy)
 	require.NoError(t, err)
 	measure("in progress", 1, func() {
 		_, err := s.Claim(ctx, busy)
+		require.ErrorIs(t, err, ErrInProgress)
+	})
+	mine := Request{Scope: "a", Key: "mine"}
+	_, err = s.Claim(ctx, mine)
+	require.NoError(t, err)
+	measure("in progress in the process that runs it", 0, func() {
+		_, err := s.Claim(ctx, mine)
 		require.ErrorIs(t, err, ErrInProgress)
 	})
 	measure("Do, first execution", 2, func() {

@@ -10,7 +10,7 @@ import (
 const (
 	replyUnknown      = 0 // {0}: not a record the script knows (decoded as an error)
 	replyOwned        = 1 // {1, attempt, record before the claim or ''}
-	replyReplay       = 2 // {2, completed record}
+	replyReplay       = 2 // {2, completed record[, record pttl]}
 	replyInProgress   = 3 // {3, lease ms left}
 	replyMismatch     = 4 // {4}
 	replyLegacy       = 5 // {5}: a record in the previous format; run legacy.lua
@@ -30,6 +30,7 @@ type claimReply struct {
 	status    int
 	body      []byte
 	leaseLeft time.Duration
+	ttl       time.Duration // replyReplay, when asked: how long the record lives
 }
 
 // decodeClaim checks the shape of a claim reply and decodes it. This is the
@@ -61,10 +62,17 @@ func decodeClaim(reply any) (*claimReply, error) {
 		}
 		c.attempt, c.record = int(attempt), rec
 		return c, nil
-	case code == replyReplay && len(r) == 2:
+	case code == replyReplay && (len(r) == 2 || len(r) == 3):
 		rec, ok := r[1].(string)
 		if !ok {
 			break
+		}
+		if len(r) == 3 {
+			ms, ok := r[2].(int64)
+			if !ok {
+				break
+			}
+			c.ttl = pttl(ms)
 		}
 		att, status, body, ok := parseCompleted(rec)
 		if !ok {
@@ -152,11 +160,13 @@ func decodeRecord(reply any) (*Record, error) {
 	}
 	rec := &Record{TTL: pttl(ttl), Fingerprint: fp}
 	if st, _, ok := parseStarted(v); ok {
-		thr, _ := threshold(v)
 		rec.State, rec.Attempt, rec.Label = Started, st.attempt, st.label
 		rec.RecoveryPoint, rec.RecoveryData = st.recoveryPoint, st.recoveryData
 		rec.CreatedAt = time.UnixMilli(st.createdMS)
-		rec.LeaseTTL = pttl(ttl - thr)
+		if v[1] != flagReleased {
+			thr, _ := threshold(v)
+			rec.LeaseTTL = pttl(ttl - thr)
+		}
 		return rec, nil
 	}
 	if att, code, body, ok := parseCompleted(v); ok {

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/lua"
+	"github.com/idemkey/idemkey/observe"
 )
 
 var (
@@ -25,6 +27,11 @@ var (
 	extendScript     = redis.NewScript(lua.Extend)
 	checkpointScript = redis.NewScript(lua.Checkpoint)
 	lookupScript     = redis.NewScript(lua.Lookup)
+	watchScript      = redis.NewScript(lua.Watch)
+
+	// scriptNames names the scripts for the observer.
+	scriptNames = map[*redis.Script]string{claimScript: "claim", legacyScript: "legacy", completeScript: "complete",
+		releaseScript: "release", extendScript: "extend", checkpointScript: "checkpoint", lookupScript: "lookup", watchScript: "watch"}
 
 	// sources maps the scripts that run with WAIT (Options.Replicas), the
 	// writes a failover must not lose, to their source.
@@ -88,6 +95,28 @@ type Options struct {
 	// milliseconds (WAIT with 0 would wait for ever). Default: 100ms.
 	ReplicaTimeout time.Duration
 
+	// NoCollapse turns off the in-process collapse of duplicates: by
+	// default, concurrent claims of one key and fingerprint in one process
+	// share one claim in Redis, and while this process runs the key's
+	// operation its duplicates are answered without asking Redis (they get
+	// the same in-progress answer Redis would give, or, with Await, the
+	// outcome as soon as it is stored). Redis remains the referee between
+	// processes. Default: false (collapse).
+	NoCollapse bool
+
+	// ReplayCacheBytes, when positive, keeps up to this many bytes of
+	// completed outcomes in this process, so that replays of them cost no
+	// round trip: outcomes this process stored, and replays it fetched. An
+	// entry lives no longer than its record in Redis (the retention). It
+	// costs memory, and a replay served from it does not see a record that
+	// was deleted from Redis by hand. Default: 0 (no cache).
+	ReplayCacheBytes int
+
+	// Observer, if set, receives every decision the store, Store.Do and the
+	// HTTP middleware on this store make, and every Redis call (package
+	// observe). It is called synchronously: keep it fast. Default: nil.
+	Observer observe.Observer
+
 	// MaxDuration bounds how long an operation may run: past it, the
 	// context given to [Store.Do]'s function (or supervised by
 	// [Lease.Supervise]) is cancelled with cause ErrMaxDuration and the
@@ -112,6 +141,11 @@ type Store struct {
 	retentionMS    string
 	thresholdMS    string // retention - lease: a started record's PTTL stays above it while its lease is held
 	tombstoneMS    string
+	obs            observe.Observer
+	noCollapse     bool
+	flights        flights
+	cache          *replayCache // nil without Options.ReplayCacheBytes
+	wake           *waker       // nil when the client cannot subscribe
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -169,7 +203,21 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: Replicas needs a *redis.Client or *redis.ClusterClient, not %T", client)
 		}
 	}
+	if opts.ReplayCacheBytes < 0 {
+		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
+	}
+	var cache *replayCache
+	if opts.ReplayCacheBytes > 0 {
+		cache = &replayCache{max: opts.ReplayCacheBytes, order: list.New(), m: map[string]*list.Element{}}
+	}
+	var wake *waker
+	if sub, ok := client.(subscriber); ok {
+		wake = &waker{client: sub}
+	}
 	return &Store{
+		wake:           wake,
+		cache:          cache,
+		noCollapse:     opts.NoCollapse,
 		client:         client,
 		bounded:        honoursDeadlines(client),
 		prefix:         opts.Prefix,
@@ -183,6 +231,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
 		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
+		obs:            opts.Observer,
 	}, nil
 }
 
@@ -201,8 +250,19 @@ func honoursDeadlines(client redis.Scripter) bool {
 // Options returns the options the store runs with, defaults filled in.
 func (s *Store) Options() Options {
 	return Options{Prefix: s.prefix, Retention: s.retention, TombstoneRetention: s.tombstone, Lease: s.lease,
-		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout}
+		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout,
+		Observer: s.obs, NoCollapse: s.noCollapse, ReplayCacheBytes: s.cacheBytes()}
 }
+
+func (s *Store) cacheBytes() int {
+	if s.cache == nil {
+		return 0
+	}
+	return s.cache.max
+}
+
+// Observer returns Options.Observer, for the middleware built on the store.
+func (s *Store) Observer() observe.Observer { return s.obs }
 
 // Request names one operation: who asks, which logical operation, and what
 // exactly it asks for.
@@ -307,22 +367,42 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	l := &Lease{store: s, req: req, token: newToken(), fp: storedFingerprint(req.Fingerprint), label: req.Label,
-		createdMS: time.Now().UnixMilli()}
-	l.keys = s.keys(req.Scope, req.Key)
+	l := s.newLease(req)
+	if c, ok := s.cached(l); ok {
+		return c, nil
+	}
+	if s.noCollapse {
+		return s.claim(ctx, l)
+	}
+	return s.collapse(ctx, l)
+}
+
+// newLease returns the lease a claim of req would hold.
+func (s *Store) newLease(req Request) *Lease {
+	return &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
+		fp: storedFingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli()}
+}
+
+// claim claims l's key in Redis.
+func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	keys := []string{l.keys.record()}
 	if s.tombstone > 0 {
 		keys = append(keys, l.keys.tombstone())
 	}
-	rec := appendStarted(make([]byte, 0, 64+len(req.Label)), &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: req.Label, createdMS: l.createdMS})
-	reply, err := s.call(ctx, l.handBack, claimScript, keys, rec, s.retentionMS)
-	c, err := s.decodeClaimReply(l, reply, err)
+	rec := appendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: l.label, createdMS: l.createdMS})
+	args := []any{rec, s.retentionMS}
+	if s.cache != nil {
+		args = append(args, "ttl") // a replay says how long the record lives, for the cache
+	}
+	start := time.Now()
+	reply, err := s.call(ctx, l.handBack, claimScript, keys, args...)
+	c, err := s.decodeClaimReply(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.record(), l.keys.legacyLease()}, rec, s.retentionMS, req.Fingerprint)
-		c, err = s.decodeClaimReply(l, reply, err)
+		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.record(), l.keys.legacyLease()}, rec, s.retentionMS, l.req.Fingerprint)
+		c, err = s.decodeClaimReply(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
-			reply, err = s.call(ctx, l.handBack, claimScript, keys, rec, s.retentionMS)
-			c, err = s.decodeClaimReply(l, reply, err)
+			reply, err = s.call(ctx, l.handBack, claimScript, keys, args...)
+			c, err = s.decodeClaimReply(l, reply, err, start)
 		}
 	}
 	return c, err
@@ -330,7 +410,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 
 // decodeClaimReply turns a claim's reply into a Claim, and gives the key
 // back when the claim may have taken effect but cannot be used.
-func (s *Store) decodeClaimReply(l *Lease, reply any, err error) (*Claim, error) {
+func (s *Store) decodeClaimReply(l *Lease, reply any, err error, sent time.Time) (*Claim, error) {
 	var notReplicated error
 	switch {
 	case errors.Is(err, ErrNotReplicated):
@@ -349,7 +429,11 @@ func (s *Store) decodeClaimReply(l *Lease, reply any, err error) (*Claim, error)
 	}
 	switch r.code {
 	case replyReplay, replyLegacyReplay:
-		return &Claim{Status: Replayed, Response: Response{Code: r.status, Body: r.body}}, nil
+		resp := Response{Code: r.status, Body: r.body}
+		if r.ttl > 0 {
+			s.remember(l, resp, sent.Add(r.ttl))
+		}
+		return &Claim{Status: Replayed, Response: resp}, nil
 	case replyInProgress:
 		return nil, &InProgressError{LeaseLeft: r.leaseLeft}
 	case replyMismatch:
@@ -360,6 +444,7 @@ func (s *Store) decodeClaimReply(l *Lease, reply any, err error) (*Claim, error)
 		return nil, errLegacy
 	}
 	l.Attempt = r.attempt
+	l.signed(sent)
 	if r.record != "" {
 		prev, _, _ := parseStarted(r.record)
 		l.RecoveryPoint, l.RecoveryData = prev.recoveryPoint, prev.recoveryData
@@ -386,6 +471,17 @@ func (s *Store) decodeClaimReply(l *Lease, reply any, err error) (*Claim, error)
 // failed without an answer from Redis, so that Redis may have run it:
 // at once, or when a call that was given up on gets its answer.
 func (s *Store) call(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args ...any) (any, error) {
+	if s.obs == nil {
+		return s.callBounded(ctx, uncertain, script, keys, args)
+	}
+	start := time.Now()
+	reply, err := s.callBounded(ctx, uncertain, script, keys, args)
+	s.obs.Redis(ctx, &observe.Call{Script: scriptNames[script], Start: start, Duration: time.Since(start), Err: err})
+	return reply, err
+}
+
+// callBounded is call, without the observer.
+func (s *Store) callBounded(ctx context.Context, uncertain func(), script *redis.Script, keys []string, args []any) (any, error) {
 	if s.bounded {
 		reply, err := s.eval(ctx, script, keys, args...)
 		if err != nil && reply == nil && uncertain != nil && !isRedisReply(err) {
@@ -490,6 +586,9 @@ func (k recordKeys) record() string { return k.s[:k.n] }
 
 // legacyLease is the lease key of a record in the previous format.
 func (k recordKeys) legacyLease() string { return k.s }
+
+// channel is the record's wake-up channel.
+func (k recordKeys) channel() string { return k.s[:k.n] + ":w" }
 
 // tombstone is the key of the record's tombstone.
 func (k recordKeys) tombstone() string { return k.s[:k.n] + ":t" }

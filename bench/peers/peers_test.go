@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // figures the main benchmark runner embeds.
 func TestBenchTiny(t *testing.T) {
 	srv := redistest.Start(t)
-	o := options{
+	o := Options{
 		Rounds:           2,
 		Duration:         150 * time.Millisecond,
 		Concurrency:      4,
@@ -27,7 +27,7 @@ func TestBenchTiny(t *testing.T) {
 		StormConcurrency: 16,
 		TwoInstances:     true,
 	}
-	res, err := bench(t.Context(), o, "127.0.0.1", srv.Port())
+	res, err := Run(t.Context(), o, "127.0.0.1", srv.Port())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestBenchTiny(t *testing.T) {
 	}
 
 	var text bytes.Buffer
-	if err := res.writeText(&text); err != nil {
+	if err := res.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(text.String(), "storm, 2 instance(s)") {

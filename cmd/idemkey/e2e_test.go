@@ -184,9 +184,10 @@ func TestInspectShowsACompletedRecord(t *testing.T) {
 		`scope        "` + payments.Scope("sk_test_alice") + `"`,
 		"state        completed",
 		"response     201 Created",
-		"Location: " + created.header.Get("Location"),
+		"Location: " + strconv.Quote(created.header.Get("Location")),
 		fmt.Sprintf("body size    %d bytes", len(created.body)),
-		"body         " + created.body,
+		"body         " + strconv.Quote(created.body),
+		"kept         fingerprint, attempt and outcome only",
 	} {
 		require.Contains(t, r.stdout, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,8 +23,16 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-const inspectAbout = `Shows the idempotency record of KEY: its state, fingerprint, recovery
-point, stored response and TTLs. Records are per (scope, key); name the scope
+const inspectAbout = `Shows the idempotency record of KEY. A started record (its operation is
+running, or died without an outcome) keeps its label (such as
+"POST /v1/payments"), attempt, fingerprint, recovery point and its data,
+and the time of the first claim, and holds a lease while its owner lives.
+A completed record keeps only the fingerprint, the attempt and the stored
+outcome. Both show their TTL. Text from clients (key, label, recovery point,
+headers, body) is printed quoted, Go-style, so no control character reaches
+the terminal; --json prints it as JSON.
+
+Records are per (scope, key); name the scope
 with exactly one of:
 
   --scope S           the scope itself, as the middleware's Options.Scope or
@@ -34,8 +43,9 @@ with exactly one of:
                       request with the header Authorization: V
 
 KEY is the key as the client sent it in Idempotency-Key; an RFC 8941 quoted
-form ("abc") is unquoted as the middleware does. Redis comes from --redis,
-else $REDIS_URL, else redis://127.0.0.1:6379/0.
+form ("abc") is unquoted as the middleware does. Redis comes from --redis
+(host:port[/db], or a redis://, rediss:// or unix:// URL), else $REDIS_URL,
+else 127.0.0.1:6379.
 
 Exit status: 0 when the record exists, 1 when it does not, 2 on a usage
 error or when Redis cannot be reached.
@@ -47,7 +57,7 @@ const bodyPreview = 2048
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--json] KEY", inspectAbout, stderr)
 	var (
-		redisURL = fs.String("redis", defaultRedisURL(), "Redis `URL`; default $REDIS_URL, else redis://127.0.0.1:6379/0")
+		redisURL = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		scope    = fs.String("scope", "", "the record's `scope`")
 		bearer   = fs.String("bearer", "", "the bearer `token` of an 'idemkey serve' caller, instead of --scope")
@@ -92,12 +102,15 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		key = k
 	}
-	url := *redisURL
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
+	addr := *redisURL
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	if _, err := redisOptions(addr); err != nil {
+		return usageError(stderr, "inspect", "%v", err)
 	}
 
-	rdb, err := connect(ctx, url)
+	rdb, err := connect(ctx, addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)
 		return 2
@@ -157,20 +170,21 @@ func parseInterleaved(fs *flag.FlagSet, args []string) (positional []string, cod
 
 // recordJSON is a record as inspect shows it; --json prints it as is.
 type recordJSON struct {
-	Found         bool          `json:"found"`
-	Prefix        string        `json:"prefix"`
-	Scope         string        `json:"scope"`
-	Key           string        `json:"key"`
-	Label         string        `json:"label"`
-	State         string        `json:"state"`
-	Attempt       int           `json:"attempt"`
-	Fingerprint   string        `json:"fingerprint"` // hex
-	RecoveryPoint string        `json:"recovery_point"`
-	RecoveryData  *bytesJSON    `json:"recovery_data,omitempty"`
-	CreatedAt     time.Time     `json:"created_at"`
-	TTLMS         int64         `json:"ttl_ms"`
-	LeaseTTLMS    int64         `json:"lease_ttl_ms"` // 0 when no lease is held
-	Response      *responseJSON `json:"response,omitempty"`
+	Found         bool       `json:"found"`
+	Prefix        string     `json:"prefix"`
+	Scope         string     `json:"scope"`
+	Key           string     `json:"key"`
+	Label         string     `json:"label"`
+	State         string     `json:"state"`
+	Attempt       int        `json:"attempt"`
+	Fingerprint   string     `json:"fingerprint"` // hex
+	RecoveryPoint string     `json:"recovery_point"`
+	RecoveryData  *bytesJSON `json:"recovery_data,omitempty"`
+	CreatedAt     *time.Time `json:"created_at,omitempty"` // nil once completed: not kept
+
+	TTLMS      int64         `json:"ttl_ms"`
+	LeaseTTLMS int64         `json:"lease_ttl_ms"` // 0 when no lease is held
+	Response   *responseJSON `json:"response,omitempty"`
 }
 
 type notFoundJSON struct {
@@ -218,9 +232,12 @@ func describeRecord(prefix string, rec *redisstore.Record) recordJSON {
 		Attempt:       rec.Attempt,
 		Fingerprint:   hex.EncodeToString([]byte(rec.Fingerprint)),
 		RecoveryPoint: rec.RecoveryPoint,
-		CreatedAt:     rec.CreatedAt.UTC(),
 		TTLMS:         rec.TTL.Milliseconds(),
 		LeaseTTLMS:    rec.LeaseTTL.Milliseconds(),
+	}
+	if !rec.CreatedAt.IsZero() {
+		at := rec.CreatedAt.UTC()
+		out.CreatedAt = &at
 	}
 	if rec.RecoveryData != nil {
 		d := newBytesJSON(rec.RecoveryData)
@@ -237,21 +254,25 @@ func describeRecord(prefix string, rec *redisstore.Record) recordJSON {
 	return out
 }
 
+// writeText writes the record for a terminal. Every string a client or a
+// handler chose is quoted (quoteText), so escape sequences in it are shown,
+// not run.
 func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(tw, "%s\t%s\n", label, fmt.Sprintf(format, args...))
 	}
-	row("key", "%q", r.Key)
-	row("scope", "%q", r.Scope)
-	row("prefix", "%q", r.Prefix)
-	if r.Label != "" {
-		row("label", "%s", r.Label)
+	completed := r.State == string(redisstore.Completed)
+	row("key", "%s", quoteText(r.Key))
+	row("scope", "%s", quoteText(r.Scope))
+	row("prefix", "%s", quoteText(r.Prefix))
+	if !completed {
+		row("label", "%s", quoteText(r.Label))
 	}
 	state := r.State
 	switch {
-	case r.State == string(redisstore.Completed):
+	case completed:
 		state += " (retries get the stored response)"
 	case r.LeaseTTLMS > 0:
 		state += " (lease held: duplicates wait or get 409 until its owner completes, or dies and the lease runs out)"
@@ -265,24 +286,27 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 	}
 	row("attempt", "%s", attempt)
 	row("fingerprint", "%s", r.Fingerprint)
-	switch {
-	case r.RecoveryPoint == "":
-		row("recovery", "none")
-	case r.RecoveryData == nil:
-		row("recovery", "%s", r.RecoveryPoint)
-	default:
-		row("recovery", "%s, data %s", r.RecoveryPoint, r.RecoveryData.preview(200))
-	}
-	created := "unknown"
-	if !r.CreatedAt.IsZero() {
-		created = fmt.Sprintf("%s (%s ago)", r.CreatedAt.Format(time.RFC3339), now.Sub(r.CreatedAt).Round(time.Millisecond))
-	}
-	row("created", "%s", created)
-	row("ttl", "%s", time.Duration(r.TTLMS)*time.Millisecond)
-	if r.LeaseTTLMS > 0 {
-		row("lease", "%s left", time.Duration(r.LeaseTTLMS)*time.Millisecond)
+	if completed {
+		row("kept", "fingerprint, attempt and outcome only (completion drops the label, the recovery point and the created time)")
+		row("ttl", "%s (retries replay the outcome until then)", time.Duration(r.TTLMS)*time.Millisecond)
 	} else {
-		row("lease", "none")
+		switch {
+		case r.RecoveryPoint == "" && r.RecoveryData == nil:
+			row("recovery", "none")
+		case r.RecoveryData == nil:
+			row("recovery", "%s", quoteText(r.RecoveryPoint))
+		default:
+			row("recovery", "%s, data %s", quoteText(r.RecoveryPoint), r.RecoveryData.preview(200))
+		}
+		if r.CreatedAt != nil {
+			row("created", "%s (%s ago, by the claiming process's clock)", r.CreatedAt.Format(time.RFC3339), now.Sub(*r.CreatedAt).Round(time.Millisecond))
+		}
+		row("ttl", "%s", time.Duration(r.TTLMS)*time.Millisecond)
+		if r.LeaseTTLMS > 0 {
+			row("lease", "%s left", time.Duration(r.LeaseTTLMS)*time.Millisecond)
+		} else {
+			row("lease", "none")
+		}
 	}
 	if resp := r.Response; resp != nil {
 		if resp.HTTP {
@@ -291,7 +315,7 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 			label := "headers"
 			for _, k := range names {
 				for _, v := range resp.Headers[k] {
-					row(label, "%s: %s", k, v)
+					row(label, "%s: %s", headerName(k), quoteText(v))
 					label = ""
 				}
 			}
@@ -309,7 +333,7 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 		if resp.BodySize > 0 {
 			row("body", "%s", resp.Body.preview(bodyPreview))
 		}
-	} else {
+	} else if !completed {
 		row("response", "none yet")
 	}
 	if err := tw.Flush(); err != nil {
@@ -319,28 +343,52 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 	return err
 }
 
-// preview renders the bytes for a terminal: text quoted when it has
-// control characters, cut after max bytes.
-func (b bytesJSON) preview(max int) string {
-	var s string
-	var kind string
-	if b.Text != nil {
-		s = *b.Text
-	} else if b.Base64 != nil {
-		s, kind = *b.Base64, "base64 "
-	}
-	cut := ""
-	if len(s) > max {
-		cut = fmt.Sprintf(" ... (%d more bytes)", len(s)-max)
-		s = s[:max]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
+// quoteText quotes s for a terminal, as Go's %q does: in double quotes,
+// with every byte or rune that is not printable escaped (\x1b, \a, \u009b,
+// \u202e, \x9b for a byte that is not UTF-8), C0 and C1 controls included.
+// Printable non-ASCII text stays as it is.
+func quoteText(s string) string { return strconv.Quote(s) }
+
+// headerName returns a header name as it is when it is a valid token, else
+// quoted: a handler can set any map key.
+func headerName(k string) string {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return quoteText(k)
 		}
 	}
-	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		s = fmt.Sprintf("%q", s)
+	if k == "" {
+		return `""`
 	}
-	return kind + s + cut
+	return k
+}
+
+// preview renders the bytes for a terminal, cut after max bytes: text
+// quoted (quoteText), other bytes as base64.
+func (b bytesJSON) preview(max int) string {
+	if b.Base64 != nil {
+		s, cut := clip(*b.Base64, max)
+		return "base64 " + s + cut
+	}
+	var s string
+	if b.Text != nil {
+		s = *b.Text
+	}
+	s, cut := clip(s, max)
+	return quoteText(s) + cut
+}
+
+// clip cuts s after max bytes, at a rune boundary, and says how much it cut.
+func clip(s string, max int) (string, string) {
+	if len(s) <= max {
+		return s, ""
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], fmt.Sprintf(" ... (%d more bytes)", len(s)-n)
 }
 
 func plural(n int) string {

@@ -4,6 +4,7 @@
 //	idemkey serve [flags]         the example payments API, protected by ginmw
 //	idemkey storm --url URL ...   a retry-storm load tester for any Idempotency-Key endpoint
 //	idemkey inspect [flags] KEY   the idempotency record of one key
+//	idemkey verify --url URL ...  the idempotency verification list, run against any endpoint
 //
 // Run "idemkey <command> -h" for a command's flags. Every command exits 0
 // on success and 2 on a usage error; see each command for its other codes.
@@ -25,10 +26,11 @@ import (
 const usage = `idemkey: retried requests, made safe.
 
 Usage:
-  idemkey demo [flags]             run a retry storm against the payments API on embedded Redis
-  idemkey serve [flags]            serve the example payments API (examples/payments)
-  idemkey storm --url URL [flags]  retry-storm any HTTP endpoint that takes Idempotency-Key
-  idemkey inspect [flags] KEY      show the idempotency record of a key
+  idemkey demo [flags]              run a retry storm against the payments API on embedded Redis
+  idemkey serve [flags]             serve the example payments API (examples/payments)
+  idemkey storm --url URL [flags]   retry-storm any HTTP endpoint that takes Idempotency-Key
+  idemkey inspect [flags] KEY       show the idempotency record of a key
+  idemkey verify --url URL [flags]  check one endpoint's idempotency contract, clause by clause
 
 Run 'idemkey <command> -h' for the flags of a command.
 `
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return storm.Command(ctx, rest, stdout, stderr)
 	case "inspect":
 		return inspect(ctx, rest, stdout, stderr)
+	case "verify":
+		return verify(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -16,12 +17,30 @@ import (
 // redisEnv names the variable that gives the Redis URL when --redis is not set.
 const redisEnv = "REDIS_URL"
 
-// connect opens a client for a redis:// or rediss:// URL and checks that
-// the server answers.
-func connect(ctx context.Context, url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
+// redisOptions parses the value of --redis (or $REDIS_URL): a redis://,
+// rediss:// or unix:// URL, or host:port[/db] without a scheme, which is
+// read as redis://host:port[/db].
+func redisOptions(s string) (*redis.Options, error) {
+	if s == "" {
+		return nil, errors.New("--redis: empty; want host:port[/db] or a redis:// URL")
+	}
+	u := s
+	if !strings.Contains(s, "://") {
+		u = "redis://" + s
+	}
+	opts, err := redis.ParseURL(u)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
+		return nil, fmt.Errorf("--redis: want host:port[/db] or redis://[user:password@]host:port[/db] (rediss:// for TLS): %w", err)
+	}
+	return opts, nil
+}
+
+// connect opens a client for the value of --redis (see redisOptions) and
+// checks that the server answers.
+func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
+	opts, err := redisOptions(rawURL)
+	if err != nil {
+		return nil, err
 	}
 	// Without it go-redis ignores context deadlines, and a hung Redis would
 	// hold every request for its ReadTimeout.

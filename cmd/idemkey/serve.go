@@ -55,7 +55,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", "[flags]", serveAbout, stderr)
 	var (
 		addr      = fs.String("addr", "127.0.0.1:8080", "listen `address`; port 0 picks a free one")
-		redisURL  = fs.String("redis", defaultRedisURL(), "Redis `URL` (redis://host:port/db); default $REDIS_URL, else embedded miniredis")
+		redisURL  = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else embedded miniredis")
 		lease     = fs.Duration("lease", 10*time.Second, "idempotency lease: how long a crashed attempt blocks its key")
 		retention = fs.Duration("retention", 24*time.Hour, "how long completed outcomes are replayed")
 		latency   = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
@@ -70,6 +70,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *wait < 0 || *latency < 0 {
 		return usageError(stderr, "serve", "--wait and --provider-latency must not be negative")
+	}
+	if *redisURL != "" {
+		if _, err := redisOptions(*redisURL); err != nil {
+			return usageError(stderr, "serve", "%v", err)
+		}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 

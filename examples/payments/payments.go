@@ -68,8 +68,8 @@ type Config struct {
 	Store *redisstore.Store
 
 	// Idempotency configures the middleware on POST /v1/payments. If its
-	// Scope is nil it is set to RequestScope, the caller's bearer token
-	// hashed. Default: the zero Options plus that Scope.
+	// Scope is nil it is set to CallerScope, the authenticated caller from
+	// the Gin context. Default: the zero Options plus that Scope.
 	Idempotency ginmw.Options
 
 	// Prefix starts every Redis key of the demo's data; it must differ from
@@ -141,7 +141,7 @@ func New(cfg Config) (*API, error) {
 		cfg.DataTTL = 7 * 24 * time.Hour
 	}
 	if cfg.Idempotency.Scope == nil {
-		cfg.Idempotency.Scope = RequestScope
+		cfg.Idempotency.Scope = CallerScope
 	}
 	if cfg.Crash == nil {
 		cfg.Crash = func() { os.Exit(3) }
@@ -277,7 +277,7 @@ func (a *API) createPayment(c *gin.Context) {
 		Status:   "succeeded",
 		Charge:   done.Charge.ID,
 	}
-	body, err := a.recordPayment(ctx, p, callerScope(c))
+	body, err := a.recordPayment(ctx, p, c.GetString(scopeKey))
 	if err != nil {
 		a.cfg.Logger.Warn("payments: recording the payment failed", "key", ginmw.Key(c), "charge", p.Charge, "err", err)
 		c.Header("Retry-After", "1")
@@ -359,7 +359,7 @@ func (a *API) getPayment(c *gin.Context) {
 	}
 	body, _ := vals[0].(string)
 	owner, _ := vals[1].(string)
-	if body == "" || owner != callerScope(c) {
+	if body == "" || owner != c.GetString(scopeKey) {
 		writeProblem(c, http.StatusNotFound, "payment_not_found", "Payment not found", "No payment "+c.Param("id")+" for this caller.")
 		return
 	}
@@ -420,15 +420,10 @@ func Scope(token string) string {
 	return "tok:" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
-// RequestScope is the default Config.Idempotency.Scope: Scope of the
-// request's bearer token. It returns an error for a request without one.
-func RequestScope(r *http.Request) (string, error) {
-	token, ok := bearerToken(r)
-	if !ok {
-		return "", errors.New("no bearer token")
-	}
-	return Scope(token), nil
-}
+// CallerScope is the default Config.Idempotency.Scope: the caller the
+// authentication middleware put in the Gin context (Scope of its bearer
+// token). Empty if authentication did not run, which the middleware refuses.
+func CallerScope(c *gin.Context) (string, error) { return c.GetString(scopeKey), nil }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>" header.
 func bearerToken(r *http.Request) (string, bool) {
@@ -455,9 +450,6 @@ func (a *API) authenticate(c *gin.Context) {
 	}
 	c.Set(scopeKey, Scope(token))
 }
-
-// callerScope is the Scope of the authenticated caller.
-func callerScope(c *gin.Context) string { return c.GetString(scopeKey) }
 
 // checkFault refuses an unknown fault drill before the key is claimed, so
 // that a typo is not stored as the key's outcome.

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkey/idemkey/internal/httpcore"
+	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/redisstore"
 )
@@ -33,6 +33,8 @@ func Run(t *testing.T, mount Mount) {
 }
 
 func run(t *testing.T, mount Mount, b backend) {
+	runExactlyOnce(t, mount, b)
+	runObserve(t, mount, b)
 	payment := `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	t.Run("first request runs; a retry replays status, body and headers", func(t *testing.T) {
@@ -56,7 +58,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	})
 
 	t.Run("a retry while the first runs gets 409 with Retry-After", func(t *testing.T) {
-		e := newEnv(t, b, mount, envConfig{opts: httpcore.Options{RetryAfter: 1500 * time.Millisecond}})
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{RetryAfter: 1500 * time.Millisecond}})
 		key := newKey()
 		done := make(chan *response)
 		go func() { done <- e.do(req{path: "/slow", key: key}) }()
@@ -114,7 +116,7 @@ func run(t *testing.T, mount Mount, b backend) {
 		require.Zero(t, e.app.total.Load())
 		require.Equal(t, before, e.keys())
 
-		opt := newEnv(t, b, mount, envConfig{opts: httpcore.Options{Optional: true}})
+		opt := newEnv(t, b, mount, envConfig{opts: httpmw.Options{Optional: true}})
 		require.Equal(t, http.StatusCreated, opt.do(req{noKey: true, body: payment}).status)
 		require.Equal(t, http.StatusCreated, opt.do(req{noKey: true, body: payment}).status)
 		require.EqualValues(t, 2, opt.app.total.Load())
@@ -152,7 +154,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	})
 
 	t.Run("a body over the limit gets 413 and stores nothing", func(t *testing.T) {
-		e := newEnv(t, b, mount, envConfig{opts: httpcore.Options{MaxBodyBytes: 1024}})
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{MaxBodyBytes: 1024}})
 		before := e.keys()
 		r := e.do(req{key: newKey(), body: `{"pad":"` + strings.Repeat("x", 2000) + `"}`})
 		require.Equal(t, http.StatusRequestEntityTooLarge, r.status)
@@ -259,7 +261,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	})
 
 	t.Run("redirects, empty bodies and large bodies replay faithfully", func(t *testing.T) {
-		e := newEnv(t, b, mount, envConfig{opts: httpcore.Options{MaxResponseBytes: 32 << 10}})
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{MaxResponseBytes: 32 << 10}})
 		noFollow := *e.srv.Client()
 		noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		get := func(path, key string) *http.Response {
@@ -312,7 +314,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	t.Run("100 concurrent duplicates run the handler once", func(t *testing.T) {
 		e := newEnv(t, b, mount, envConfig{})
 		key := newKey()
-		rs := burst(t, 100, func(i int) *response { return e.do(req{path: "/sleep?ms=50", key: key, body: payment}) })
+		rs := burst(t, 100, func(i int) (*response, error) { return e.try(req{path: "/sleep?ms=50", key: key, body: payment}) })
 		var original *response
 		for _, r := range rs {
 			if r.status == http.StatusCreated && !r.replayed() {
@@ -336,9 +338,9 @@ func run(t *testing.T, mount Mount, b backend) {
 	})
 
 	t.Run("in wait mode 100 concurrent duplicates all get the answer", func(t *testing.T) {
-		e := newEnv(t, b, mount, envConfig{opts: httpcore.Options{Wait: 10 * time.Second}})
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{Wait: 10 * time.Second}})
 		key := newKey()
-		rs := burst(t, 100, func(i int) *response { return e.do(req{path: "/sleep?ms=50", key: key, body: payment}) })
+		rs := burst(t, 100, func(i int) (*response, error) { return e.try(req{path: "/sleep?ms=50", key: key, body: payment}) })
 		originals := 0
 		for _, r := range rs {
 			require.Equal(t, http.StatusCreated, r.status)
@@ -353,14 +355,14 @@ func run(t *testing.T, mount Mount, b backend) {
 
 	t.Run("two app instances on one Redis run the handler once", func(t *testing.T) {
 		shared := newApp()
-		cfg := envConfig{app: shared, opts: httpcore.Options{Wait: 10 * time.Second}}
+		cfg := envConfig{app: shared, opts: httpmw.Options{Wait: 10 * time.Second}}
 		e1, e2 := newEnv(t, b, mount, cfg), newEnv(t, b, mount, cfg)
 		key := newKey()
-		rs := burst(t, 100, func(i int) *response {
+		rs := burst(t, 100, func(i int) (*response, error) {
 			if i%2 == 0 {
-				return e1.do(req{path: "/sleep?ms=50", key: key, body: payment})
+				return e1.try(req{path: "/sleep?ms=50", key: key, body: payment})
 			}
-			return e2.do(req{path: "/sleep?ms=50", key: key, body: payment})
+			return e2.try(req{path: "/sleep?ms=50", key: key, body: payment})
 		})
 		for _, r := range rs {
 			require.Equal(t, http.StatusCreated, r.status)
@@ -423,7 +425,7 @@ func run(t *testing.T, mount Mount, b backend) {
 		srv := redistest.Start(t)
 		fb := backend{srv: srv}
 		const timeout = 500 * time.Millisecond
-		e := newEnv(t, fb, mount, envConfig{opts: httpcore.Options{Timeout: timeout}})
+		e := newEnv(t, fb, mount, envConfig{opts: httpmw.Options{Timeout: timeout}})
 		require.Equal(t, http.StatusCreated, e.do(req{key: newKey(), body: payment}).status)
 
 		srv.Kill()
@@ -445,7 +447,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	t.Run("Redis hung: 503 within the timeout", func(t *testing.T) {
 		srv := redistest.Start(t)
 		const timeout = 300 * time.Millisecond
-		e := newEnv(t, backend{srv: srv}, mount, envConfig{opts: httpcore.Options{Timeout: timeout}})
+		e := newEnv(t, backend{srv: srv}, mount, envConfig{opts: httpmw.Options{Timeout: timeout}})
 		require.Equal(t, http.StatusCreated, e.do(req{key: newKey(), body: payment}).status)
 		srv.Pause()
 		defer srv.Resume()
@@ -457,7 +459,7 @@ func run(t *testing.T, mount Mount, b backend) {
 
 	t.Run("FailOpen runs the handler unprotected while Redis is down", func(t *testing.T) {
 		srv := redistest.Start(t)
-		e := newEnv(t, backend{srv: srv}, mount, envConfig{opts: httpcore.Options{FailOpen: true, Timeout: 300 * time.Millisecond}})
+		e := newEnv(t, backend{srv: srv}, mount, envConfig{opts: httpmw.Options{FailOpen: true, Timeout: 300 * time.Millisecond}})
 		srv.Kill()
 		key := newKey()
 		r := e.do(req{key: key, body: payment})
@@ -467,20 +469,25 @@ func run(t *testing.T, mount Mount, b backend) {
 	})
 }
 
-// burst runs n requests at once and returns their responses.
-func burst(t *testing.T, n int, do func(i int) *response) []*response {
+// burst runs n requests at once and returns their responses; a request that
+// fails is reported from the test goroutine.
+func burst(t *testing.T, n int, do func(i int) (*response, error)) []*response {
 	t.Helper()
 	rs := make([]*response, n)
+	errs := make([]error, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			rs[i] = do(i)
+			rs[i], errs[i] = do(i)
 		})
 	}
 	close(start)
 	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "request %d", i)
+	}
 	return rs
 }
 

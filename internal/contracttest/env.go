@@ -23,13 +23,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/httpcore"
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
 // Mount returns app behind the adapter under test, configured with store and opts.
-type Mount func(t testing.TB, store *redisstore.Store, opts httpcore.Options, app http.Handler) http.Handler
+type Mount func(t testing.TB, store *redisstore.Store, opts httpmw.Options, app http.Handler) http.Handler
 
 // backend is a Redis the suite runs against.
 type backend struct {
@@ -66,7 +68,7 @@ type env struct {
 
 type envConfig struct {
 	store  redisstore.Options
-	opts   httpcore.Options
+	opts   httpmw.Options
 	client redis.Scripter // default: a fresh client of b
 	app    *app           // default: a fresh app
 }
@@ -89,6 +91,9 @@ func newEnv(t *testing.T, b backend, mount Mount, cfg envConfig) *env {
 	t.Cleanup(e.app.open) // before the server closes: no handler stays blocked
 	return e
 }
+
+// storeOptions returns store options that report to obs.
+func storeOptions(obs observe.Observer) redisstore.Options { return redisstore.Options{Observer: obs} }
 
 // response is what a client got.
 type response struct {
@@ -120,7 +125,7 @@ func (r *response) problemType(t testing.TB) string {
 // req describes a request; zero fields get defaults.
 type req struct {
 	method, path, key, body, contentType, auth string
-	noKey                                      bool
+	noKey, noAuth                              bool
 	header                                     http.Header
 }
 
@@ -140,7 +145,9 @@ func (e *env) newRequest(r req) *http.Request {
 	hr := httptest.NewRequest(r.method, e.srv.URL+r.path, strings.NewReader(r.body))
 	hr.RequestURI = ""
 	hr.Header.Set("Content-Type", r.contentType)
-	hr.Header.Set("Authorization", r.auth)
+	if !r.noAuth {
+		hr.Header.Set("Authorization", r.auth)
+	}
 	if !r.noKey {
 		hr.Header.Set("Idempotency-Key", r.key)
 	}
@@ -150,18 +157,30 @@ func (e *env) newRequest(r req) *http.Request {
 	return hr
 }
 
-// do sends r over HTTP.
+// do sends r over HTTP. Call it from the test goroutine only; others use try.
 func (e *env) do(r req) *response {
 	e.t.Helper()
+	resp, err := e.try(r)
+	require.NoError(e.t, err)
+	return resp
+}
+
+// try sends r over HTTP and reports a failure instead of failing the test,
+// so that goroutines other than the test's may call it.
+func (e *env) try(r req) (*response, error) {
 	hr := e.newRequest(r)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := e.srv.Client().Do(hr.WithContext(ctx))
-	require.NoError(e.t, err)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return &response{status: resp.StatusCode, header: resp.Header, body: body}
+	if err != nil {
+		return nil, err
+	}
+	return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }
 
 // serve runs r in-process, for requests a real client would refuse to send
@@ -322,6 +341,60 @@ func (a *app) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(bytes.Repeat([]byte{0xAB}, 64<<10))
+	})
+	// Charges, then works until the gate opens; a handler that honours its
+	// context gives up halfway, after the charge, with a 500.
+	mux.HandleFunc("/ctxwork", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		key := httpcore.Key(r.Context())
+		a.mu.Lock()
+		a.charges[key]++
+		a.mu.Unlock()
+		a.started <- key
+		select {
+		case <-a.gate:
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, "charged and ordered")
+		case <-r.Context().Done():
+			http.Error(w, "cancelled after the charge", http.StatusInternalServerError)
+		}
+	})
+	// A cookie set under a header key that is not canonical.
+	mux.HandleFunc("/rawcookie", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		w.Header()["set-cookie"] = []string{"session=secret"}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "ok")
+	})
+	// A trailer, declared before the body and set after it.
+	mux.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		w.Header().Set("Trailer", "X-Checksum")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "body")
+		w.Header().Set("X-Checksum", "abc123")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	})
+	// An invalid status code, which net/http refuses with a panic.
+	mux.HandleFunc("/badcode/{code}", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		code, _ := strconv.Atoi(r.PathValue("code"))
+		w.WriteHeader(code)
+		fmt.Fprint(w, "never")
+	})
+	// A large body with headers that describe it.
+	mux.HandleFunc("/bigdescribed", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		body := bytes.Repeat([]byte{0xCD}, 64<<10)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("ETag", `"v1-big"`)
+		w.Header().Set("Content-Digest", "sha-256=:abc=:")
+		w.Header().Set("Content-Range", "bytes 0-65535/65536")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Header().Set("Content-Encoding", "identity")
+		w.Header().Set("X-Keep", "kept")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
 	})
 	mux.HandleFunc("/derived", func(w http.ResponseWriter, r *http.Request) {
 		a.count(r)

@@ -46,6 +46,16 @@ func newApp(t *testing.T, rdb redis.Scripter, sopts redisstore.Options, opts htt
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler) // these tests break Redis on purpose
 	}
+	if opts.Scope == nil {
+		// The credential presented, as by default; storms present none and
+		// share one scope.
+		opts.Scope = func(r *http.Request) (string, error) {
+			if r.Header.Get("Authorization") == "" {
+				return "anonymous", nil
+			}
+			return httpmw.DefaultScope(r)
+		}
+	}
 	inner := httpmw.New(store, opts)(h)
 	var seq int
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

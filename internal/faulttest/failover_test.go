@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -88,59 +88,51 @@ func (l *exchangeLog) exchanges() []exchange {
 	return append([]exchange(nil), l.all...)
 }
 
-// outcomeLog is a slog.Handler that keeps the keys whose outcome the
-// middleware logged as not stored (level Error) or stored but not
-// acknowledged by enough replicas (level Warn): the records that carry both
-// a key and a status.
+// outcomeLog is an observer (redisstore.Options.Observer) that keeps the
+// keys whose outcome the middleware could not store (NotStored; Fenced: the
+// lease was lost while the handler ran) or stored without the replicas'
+// acknowledgement (Completed with ErrNotReplicated). Events name keys by a
+// keyed hash; reported hashes the storm's keys the same way.
 type outcomeLog struct {
 	mu        sync.Mutex
-	notStored map[string]bool
+	notStored map[string]bool // by key hash
 	notAcked  map[string]bool
 	errs      []string // the errors of the first outcomes not stored
 }
+
+// outcomeSecret keys the key hashes of outcomeLog.
+var outcomeSecret = []byte("faulttest")
 
 func newOutcomeLog() *outcomeLog {
 	return &outcomeLog{notStored: map[string]bool{}, notAcked: map[string]bool{}}
 }
 
-func (o *outcomeLog) Enabled(context.Context, slog.Level) bool { return true }
-func (o *outcomeLog) WithAttrs([]slog.Attr) slog.Handler       { return o }
-func (o *outcomeLog) WithGroup(string) slog.Handler            { return o }
-func (o *outcomeLog) Handle(_ context.Context, r slog.Record) error {
-	var key, errText string
-	hasStatus := false
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "key":
-			key = a.Value.String()
-		case "status":
-			hasStatus = true
-		case "err":
-			errText = a.Value.String()
+// observer returns the observer to set in redisstore.Options.Observer.
+func (o *outcomeLog) observer() observe.Observer {
+	return observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		switch {
+		case e.Kind == observe.NotStored || e.Kind == observe.Fenced:
+			o.notStored[e.KeyHash(outcomeSecret)] = true
+			if len(o.errs) < 3 {
+				o.errs = append(o.errs, fmt.Sprint(e.Kind, ": ", e.Err))
+			}
+		case e.Kind == observe.Completed && errors.Is(e.Err, redisstore.ErrNotReplicated):
+			o.notAcked[e.KeyHash(outcomeSecret)] = true
 		}
-		return true
-	})
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case key == "" || !hasStatus:
-	case r.Level >= slog.LevelError:
-		o.notStored[key] = true
-		if len(o.errs) < 3 {
-			o.errs = append(o.errs, errText)
-		}
-	case r.Level >= slog.LevelWarn:
-		o.notAcked[key] = true
-	}
-	return nil
+	}}
 }
 
-// reported says whether the middleware reported key's outcome as not
-// stored, or as not acknowledged by the replicas.
+// reported says whether the middleware reported key's outcome (in the
+// scope newApp gives requests without a credential) as not stored, or as
+// not acknowledged by the replicas.
 func (o *outcomeLog) reported(key string) (notStored, notAcked bool) {
+	e := observe.NewEvent(observe.NotStored, "anonymous", key)
+	h := e.KeyHash(outcomeSecret)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.notStored[key], o.notAcked[key]
+	return o.notStored[h], o.notAcked[h]
 }
 
 func (o *outcomeLog) counts() (notStored, notAcked int) {
@@ -162,11 +154,14 @@ type failoverStorm struct {
 
 // newStormApp is newApp with a handler that takes a few milliseconds, so
 // that a storm lasts long enough to span a failover, and the middleware's
-// log captured in an outcomeLog.
+// decisions captured in an outcomeLog. The in-process collapse of
+// duplicates is off: every duplicate asks Redis, as duplicates arriving at
+// several instances of a service would.
 func newStormApp(t *testing.T, rdb redis.Scripter, sopts redisstore.Options, opts httpmw.Options) (*app, *outcomeLog) {
 	t.Helper()
 	out := newOutcomeLog()
-	opts.Logger = slog.New(out)
+	sopts.Observer = out.observer()
+	sopts.NoCollapse = true
 	var a *app
 	a = newApp(t, rdb, sopts, opts, func(w http.ResponseWriter, r *http.Request) {
 		n := a.count(httpmw.Key(r.Context()))

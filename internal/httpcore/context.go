@@ -22,6 +22,7 @@ type Info struct {
 	Lease *redisstore.Lease
 
 	timeout time.Duration
+	scope   string // for the observer
 }
 
 type ctxKey struct{}

@@ -6,34 +6,57 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Handler runs the Idempotency-Key contract around an HTTP handler. The
+// scopeHint makes the scope configuration hint once per process.
+var scopeHint sync.Once
+
+// ErrShutdown is the cause of the cancellation a handler's context sees when
+// Options.Shutdown is done.
+var ErrShutdown = errors.New("idemkey: server shutting down")
+
+// Guard runs the Idempotency-Key contract around an HTTP handler. The
 // adapters in ginmw and httpmw call Begin before the application handler
-// and Exchange.Finish after it. A Handler is safe for concurrent use.
-type Handler struct {
-	store *redisstore.Store
-	o     Options
+// and Exchange.Finish after it. A Guard is safe for concurrent use.
+type Guard struct {
+	store     *redisstore.Store
+	o         Config
+	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
+	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
+	obs       observe.Observer // the store's; nil when nobody observes
+	lease     time.Duration    // the store's
 }
 
-// New returns a Handler on store. It panics if store is nil or opts holds a
+// New returns a Guard on store. It panics if store is nil or opts holds a
 // negative limit: both are programming errors.
-func New(store *redisstore.Store, opts Options) *Handler {
+func New(store *redisstore.Store, opts Config) *Guard {
 	if store == nil {
 		panic("idemkey: nil store")
 	}
-	return &Handler{store: store, o: opts.withDefaults()}
+	o := opts.withDefaults()
+	omit := make(map[string]bool, len(alwaysOmitted)+len(o.OmitHeaders))
+	for _, k := range alwaysOmitted {
+		omit[k] = true
+	}
+	for _, k := range o.OmitHeaders {
+		omit[k] = true
+	}
+	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer(), lease: store.Options().Lease}
 }
 
-// Options returns the handler's options, defaults filled in.
-func (h *Handler) Options() Options { return h.o }
+// Logger returns the logger the handler reports to.
+func (h *Guard) Logger() *slog.Logger { return h.o.Logger }
 
 // Exchange is one request the application handler must run: it owns the
 // key's lease from Begin until Finish.
@@ -44,10 +67,14 @@ type Exchange struct {
 	// Recorder is the writer for the handler.
 	Recorder *Recorder
 
-	h      *Handler
-	info   *Info
-	cancel context.CancelCauseFunc
-	stop   func() // ends the lease's supervision
+	h         *Guard
+	info      *Info
+	cancel    context.CancelCauseFunc
+	stop      func() // ends the lease's supervision
+	abandoned bool
+	answered  bool
+	route     string    // for the observer
+	started   time.Time // for the observer
 }
 
 // Begin does everything before the application handler runs. It returns:
@@ -57,8 +84,19 @@ type Exchange struct {
 //   - x != nil: the caller owns the key: run the handler with x.Request and
 //     x.Recorder (or a writer over it), then call x.Finish.
 //   - neither: Begin has written the response (a replay or a problem).
-func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pass bool) {
-	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r)) {
+func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass bool) {
+	if h.obs == nil {
+		return h.begin(w, r, c, nil)
+	}
+	n := &note{}
+	x, pass = h.begin(w, r, c, n)
+	h.observeBegin(r, c, n, x)
+	return x, pass
+}
+
+// begin is Begin; n, when not nil, takes notes for the observer.
+func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x *Exchange, pass bool) {
+	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r, c)) {
 		return nil, true
 	}
 	vals := r.Header.Values(h.o.Header)
@@ -66,32 +104,36 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		if h.o.Optional {
 			return nil, true
 		}
-		h.fail(w, problemKeyMissing.with(fmt.Sprintf("This endpoint requires the %s header: a unique value per operation (a UUID works), sent again unchanged on every retry.", h.o.Header)))
+		h.refuse(w, n, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
 		return nil, false
 	}
 	if len(vals) > 1 {
-		h.fail(w, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
+		h.refuse(w, n, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
 		return nil, false
 	}
 	key, err := ParseKey(vals[0])
-	if err != nil {
-		h.fail(w, h.keyProblem(strings.TrimPrefix(err.Error(), ErrKey.Error()+": ")))
+	var kerr *KeyError
+	if errors.As(err, &kerr) {
+		h.refuse(w, n, h.keyProblem(kerr.Reason))
 		return nil, false
 	}
-	scope, err := h.o.Scope(r)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", h.o.Challenge)
-		h.fail(w, problemScope.with("The caller could not be identified: "+err.Error()+"."))
+	scope, p := h.scope(r, c)
+	n.keyed(scope, key)
+	if p != nil {
+		if p.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", h.o.Challenge)
+		}
+		h.refuse(w, n, p)
 		return nil, false
 	}
 	body, p := h.readBody(w, r)
 	if p != nil {
-		h.fail(w, p)
+		h.refuse(w, n, p)
 		return nil, false
 	}
 	fp, p := h.fingerprint(r, body)
 	if p != nil {
-		h.fail(w, p)
+		h.refuse(w, n, p)
 		return nil, false
 	}
 
@@ -100,78 +142,93 @@ func (h *Handler) Begin(w http.ResponseWriter, r *http.Request) (x *Exchange, pa
 		label = label[:redisstore.MaxFieldLen] // it is only shown by inspect
 	}
 	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label}
-	c, err := h.claim(r.Context(), req)
-	var ip *redisstore.InProgressError
+	cl, err := h.claim(r.Context(), req)
+	var (
+		ip      *redisstore.InProgressError
+		expired *redisstore.ExpiredError
+	)
 	switch {
 	case err == nil:
 	case errors.As(err, &ip):
-		h.fail(w, &problemInProgress)
+		h.refuse(w, n, &problemInProgress)
 		return nil, false
 	case errors.Is(err, redisstore.ErrMismatch):
-		h.fail(w, &problemKeyReused)
+		h.refuse(w, n, &problemKeyReused)
+		return nil, false
+	case errors.As(err, &expired):
+		h.expired(w, expired)
+		n.set(observe.Expired, problemResponseExpired.slug, nil)
+		n.setStatus(expired.Code)
 		return nil, false
 	case r.Context().Err() != nil:
+		n.set(observe.Unavailable, "", err)
 		return nil, false // the client is gone; nobody reads an answer
 	case errors.Is(err, redisstore.ErrInvalidRequest): // a Scope function returning over 1 KiB
-		h.o.Logger.Error("idemkey: request refused by the store", "key", key, "err", err)
-		h.fail(w, &problem{status: http.StatusInternalServerError, slug: "scope-invalid", title: "Caller scope invalid",
-			detail: "The service derived an invalid scope for this caller. Nothing was processed or stored."})
+		h.o.Logger.Error("idemkey: request refused by the store", "err", err)
+		h.refuse(w, n, &problemScopeInvalid)
 		return nil, false
+	case errors.Is(err, redisstore.ErrUnexpectedReply):
+		h.o.Logger.Error("idemkey: the store answered with something it does not understand; the request was refused", "err", err)
+		h.refuse(w, n, &problemStoreError)
+		return nil, false
+	case h.o.FailOpen && unreachable(err):
+		h.o.Logger.Warn("idemkey: store unreachable, running unprotected", "err", err)
+		n.set(observe.FailOpen, "", err)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return nil, true
 	default:
-		if h.o.FailOpen {
-			h.o.Logger.Warn("idemkey: store unavailable, running unprotected", "key", key, "err", err)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return nil, true
-		}
-		h.o.Logger.Warn("idemkey: store unavailable", "key", key, "err", err)
-		h.fail(w, &problemUnavailable)
+		h.o.Logger.Warn("idemkey: store unavailable", "err", err)
+		h.refuse(w, n, &problemUnavailable)
+		n.set(observe.Unavailable, problemUnavailable.slug, err)
 		return nil, false
 	}
-	if c.Status == redisstore.Replayed {
-		h.replay(w, c.Response)
+	if cl.Status == redisstore.Replayed {
+		h.replay(w, cl.Response)
+		n.set(observe.Replayed, "", nil)
+		n.setStatus(cl.Response.Code)
 		return nil, false
 	}
-	return h.start(w, r, body, key, c.Lease), false
+	return h.start(w, r, body, key, cl.Lease), false
 }
 
-// claim claims req, and in wait mode keeps claiming while the key is in
-// progress, until the owner finishes or Options.Wait runs out.
-func (h *Handler) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
-	deadline := time.Now().Add(h.o.Wait)
-	backoff := 5 * time.Millisecond
-	for {
-		cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
-		c, err := h.store.Claim(cctx, req)
-		cancel()
-		if !errors.Is(err, redisstore.ErrInProgress) || h.o.Wait == 0 {
-			return c, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return c, err
-		}
-		t := time.NewTimer(min(backoff, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 100*time.Millisecond)
+// claim claims req; in wait mode, while the key is in progress, it waits up
+// to Options.Wait for the owner's outcome (redisstore.Store.Await).
+func (h *Guard) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
+	cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+	c, err := h.store.Claim(cctx, req)
+	cancel()
+	if h.o.Wait == 0 || !errors.Is(err, redisstore.ErrInProgress) {
+		return c, err
 	}
+	wctx, cancel := context.WithTimeout(ctx, h.o.Wait)
+	defer cancel()
+	return h.store.Await(wctx, req)
 }
 
 // start sets up an exchange for the lease's owner: the request with its body
 // restored and the lease in its context, the recorder, and the heartbeat.
-func (h *Handler) start(w http.ResponseWriter, r *http.Request, body []byte, key string, l *redisstore.Lease) *Exchange {
+func (h *Guard) start(w http.ResponseWriter, r *http.Request, body []byte, key string, l *redisstore.Lease) *Exchange {
 	info := &Info{Key: key, Lease: l, timeout: h.o.Timeout}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), ctxKey{}, info))
+	// The run outlives its client: a client that gives up (times out,
+	// disconnects) must not stop a handler halfway after its side effect,
+	// or its retry would run it again. The handler's context keeps the
+	// request's values and is cancelled only by a lost lease, MaxDuration
+	// or Options.Shutdown.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, info))
 	r2 := r.WithContext(ctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.ContentLength = int64(len(body))
-	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes), h: h, info: info, cancel: cancel}
+	x := &Exchange{Request: r2, Recorder: newRecorder(w, h.o.MaxResponseBytes, h.omit), h: h, info: info, cancel: cancel}
 
-	x.stop = l.Supervise(cancel)
+	stopSupervise := l.Supervise(cancel)
+	x.stop = stopSupervise
+	if h.o.Shutdown != nil {
+		stopShutdown := context.AfterFunc(h.o.Shutdown, func() { cancel(ErrShutdown) })
+		x.stop = func() {
+			stopShutdown()
+			stopSupervise()
+		}
+	}
 	return x
 }
 
@@ -186,47 +243,74 @@ func (x *Exchange) Finish(panicked any) {
 	h, rec := x.h, x.Recorder
 	rec.Commit()
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), h.o.Timeout)
+	// The side effect has happened: storing its outcome is worth waiting for
+	// up to the lease (no one else may take the key over before it ends),
+	// or Timeout if longer. The response is held back meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), max(h.o.Timeout, h.lease))
 	defer cancel()
 	l := x.info.Lease
-	if panicked != nil || rec.hijacked || !h.o.Store(rec.status) {
-		if err := l.Release(ctx); err != nil {
-			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "key", x.info.Key, "err", err)
+	kind, err := observe.Completed, error(nil)
+	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
+		kind = observe.Released
+		if panicked != nil {
+			h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
 		}
-	} else if err := l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
+		if err = l.Release(ctx); err != nil {
+			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
+		}
+	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
-			"key", x.info.Key, "status", rec.status, "err", err)
+			"status", rec.status, "err", err)
+	} else if errors.Is(err, redisstore.ErrLeaseLost) {
+		kind = observe.Fenced
+		h.o.Logger.Warn("idemkey: outcome not stored: the lease was lost (another attempt took the key over while this one ran)",
+			"status", rec.status, "attempt", l.Attempt)
 	} else if err != nil {
+		kind = observe.NotStored
 		h.o.Logger.Error("idemkey: outcome not stored; a retry after the lease will run the handler again unless it resumes from a checkpoint",
-			"key", x.info.Key, "status", rec.status, "err", err)
+			"status", rec.status, "err", err)
 	}
-	if panicked == nil {
+	if h.obs != nil {
+		h.observeFinish(x, kind, err)
+	}
+	if panicked == nil && !x.abandoned {
 		rec.flushHeld()
+		x.answered = true
 	}
 }
 
+// Abandon says the handler gave no answer (it returned an error to the
+// framework without writing, as Gin handlers do with c.Error): Finish
+// releases the key and sends nothing, and the caller answers the request.
+func (x *Exchange) Abandon() { x.abandoned = true }
+
+// Answered reports whether Finish sent the handler's response (or it was
+// streamed): the response on the wire is the stored one and must not change.
+func (x *Exchange) Answered() bool { return x.answered || x.Recorder.streaming }
+
 // encode turns the recorded response into the stored outcome.
-func (h *Handler) encode(rec *Recorder) redisstore.Response {
-	hdr := rec.storedHeader(h.o.OmitHeaders)
+func (h *Guard) encode(rec *Recorder) redisstore.Response {
+	hdr := rec.storedHeader()
 	body := rec.body
 	if rec.oversize {
-		p := problem{status: rec.status, slug: "response-too-large", title: "Response too large to replay",
-			detail: fmt.Sprintf("The original response had a body of %d bytes, more than the %d bytes kept for replay. The request ran once and this is its status; its body cannot be sent again.", rec.size, h.o.MaxResponseBytes)}
+		p := problemResponseTooLarge.with(fmt.Sprintf(detailResponseTooLarge, rec.size, h.o.MaxResponseBytes))
+		p.status = rec.status
 		body = p.body(h.o.ProblemBase)
 		hdr = hdr.Clone() // may be the snapshot itself
+		for _, k := range describeBody {
+			delete(hdr, k)
+		}
 		hdr.Set("Content-Type", "application/problem+json")
-		hdr.Del("Content-Encoding")
 	}
 	return redisstore.Response{Code: rec.status, Body: appendResponse(nil, hdr, body, rec.oversize)}
 }
 
 // replay writes a stored outcome with Idempotent-Replayed: true.
-func (h *Handler) replay(w http.ResponseWriter, stored redisstore.Response) {
+func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
 	resp, err := DecodeResponse(stored.Code, stored.Body)
 	if err != nil {
 		h.o.Logger.Error("idemkey: stored response unreadable", "err", err)
-		h.fail(w, &problem{status: http.StatusInternalServerError, slug: "stored-response-unreadable", title: "Stored response unreadable",
-			detail: "The stored outcome of this request cannot be read. The request ran once; contact the service."})
+		h.fail(w, &problemStoredUnreadable)
 		return
 	}
 	hdr := w.Header()
@@ -238,8 +322,57 @@ func (h *Handler) replay(w http.ResponseWriter, stored redisstore.Response) {
 	_, _ = w.Write(resp.Body)
 }
 
+// expired answers a retry whose outcome expired but whose tombstone remains:
+// the original status, with a response-expired problem, as a replay.
+func (h *Guard) expired(w http.ResponseWriter, e *redisstore.ExpiredError) {
+	status := e.Code
+	if status < 200 || status > 599 {
+		status = http.StatusGone
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	p := problemResponseExpired
+	p.status = status
+	p.write(w, h.o.ProblemBase)
+}
+
+// scope returns the caller's scope, or the problem to answer.
+func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
+	scope, err := h.o.Scope(r, c)
+	switch {
+	case errors.Is(err, ErrNoCredential):
+		h.hintScope.Do(func() {
+			h.o.Logger.Error("idemkey: a request presented no credential the default scope knows (Authorization or X-API-Key), so it was refused with 500 scope-required. " +
+				"Set Options.Scope to your authenticated caller (an account or user ID), or to SharedScope for endpoints without callers.")
+		})
+		return "", &problemScopeRequired
+	case err != nil:
+		h.o.Logger.Warn("idemkey: the caller could not be identified (Options.Scope failed)", "err", err)
+		return "", &problemScope
+	case scope == "":
+		h.hintScope.Do(func() {
+			h.o.Logger.Error("idemkey: Options.Scope returned an empty scope, so the request was refused with 500 scope-required. " +
+				"Return the authenticated caller (an account or user ID), or an error when there is none.")
+		})
+		return "", &problemScopeRequired
+	}
+	return scope, nil
+}
+
+// unreachable reports whether a claim failed because Redis could not be
+// reached (or did not answer in time), rather than because it answered.
+func unreachable(err error) bool {
+	var re redis.Error
+	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.Is(err, redisstore.ErrUnexpectedReply) && !errors.As(err, &re)
+}
+
+// refuse writes a problem and notes it for the observer.
+func (h *Guard) refuse(w http.ResponseWriter, n *note, p *problem) {
+	n.refused(p)
+	h.fail(w, p)
+}
+
 // fail writes a problem, with Retry-After where the client should retry.
-func (h *Handler) fail(w http.ResponseWriter, p *problem) {
+func (h *Guard) fail(w http.ResponseWriter, p *problem) {
 	if p.status == http.StatusConflict || p.status == http.StatusServiceUnavailable {
 		q := *p
 		q.retryAfter = h.o.RetryAfter
@@ -248,15 +381,14 @@ func (h *Handler) fail(w http.ResponseWriter, p *problem) {
 	p.write(w, h.o.ProblemBase)
 }
 
-func (h *Handler) keyProblem(detail string) *problem {
-	return &problem{status: http.StatusBadRequest, slug: "key-malformed", title: "Idempotency key malformed",
-		detail: fmt.Sprintf("The %s header is malformed: %s. Send 1 to %d visible ASCII characters (a UUID works), as a bare value or an RFC 8941 quoted string.", h.o.Header, detail, MaxKeyLen)}
+func (h *Guard) keyProblem(detail string) *problem {
+	return problemKeyMalformed.with(fmt.Sprintf(detailKeyMalformed, h.o.Header, detail, MaxKeyLen))
 }
 
 // readBody reads the whole request body, within MaxBodyBytes and
 // BodyTimeout, before anything is claimed: a body that is too large, too
 // slow or cut short never holds a key.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
+func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
 	if r.ContentLength > h.o.MaxBodyBytes {
 		return nil, h.tooLarge()
 	}
@@ -280,8 +412,8 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *pro
 	return body, nil
 }
 
-func (h *Handler) tooLarge() *problem {
-	return problemBodyTooLarge.with(fmt.Sprintf("The request body exceeds %d bytes. Nothing was processed or stored.", h.o.MaxBodyBytes))
+func (h *Guard) tooLarge() *problem {
+	return problemBodyTooLarge.with(fmt.Sprintf(detailBodyTooLarge, h.o.MaxBodyBytes))
 }
 
 // readAll reads r to its end into a buffer sized for a body of n bytes

@@ -3,7 +3,7 @@
 // parsing, request fingerprints, response capture and replay, and RFC 9457
 // problem responses.
 //
-// An adapter calls Handler.Begin before the application handler. Begin
+// An adapter calls Guard.Begin before the application handler. Begin
 // either lets the request pass, answers it itself (a replay or a problem),
 // or returns an Exchange whose lease the caller holds: the adapter runs the
 // handler with the Exchange's request and a writer over its Recorder, and

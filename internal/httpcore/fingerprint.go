@@ -16,7 +16,7 @@ import (
 // path, canonical query, the configured headers and its body, JSON bodies in
 // canonical form. Each part is length-prefixed, so no two different requests
 // hash the same bytes. A JSON body that cannot be canonicalised is a problem.
-func (h *Handler) fingerprint(r *http.Request, body []byte) (string, *problem) {
+func (h *Guard) fingerprint(r *http.Request, body []byte) (string, *problem) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	b := append((*bp)[:0], "idemkey fingerprint v1"...)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -126,7 +127,7 @@ func TestIsJSON(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	h := &Handler{o: Options{FingerprintHeaders: []string{"Api-Version"}, IgnoreFields: []string{"sent_at"}}.withDefaults()}
+	h := &Guard{o: Config{FingerprintHeaders: []string{"Api-Version"}, IgnoreFields: []string{"sent_at"}}.withDefaults()}
 	fp := func(method, target, ct, body string, hdr ...string) string {
 		r := httptest.NewRequest(method, target, nil)
 		r.Header.Set("Content-Type", ct)
@@ -189,13 +190,18 @@ func TestDefaultScope(t *testing.T) {
 	require.Equal(t, alice, scope("Authorization", "Bearer alice"))
 	require.NotContains(t, alice, "alice", "the credential is never stored")
 	require.NotEqual(t, alice, scope("X-Api-Key", "Bearer alice"), "two headers, two scopes")
-	require.Equal(t, "anonymous", scope())
+	_, err := DefaultScope(httptest.NewRequest("POST", "/", nil))
+	require.ErrorIs(t, err, ErrNoCredential, "no credential, no shared scope")
+	r := httptest.NewRequest("POST", "/", nil)
+	r.Header.Set("Cookie", "session=alice")
+	_, err = DefaultScope(r)
+	require.ErrorIs(t, err, ErrNoCredential, "a cookie is not a credential the default knows")
 }
 
-func TestDefaultStore(t *testing.T) {
+func TestDefaultFinal(t *testing.T) {
 	for code, want := range map[int]bool{100: false, 200: true, 201: true, 303: true, 400: true, 402: true, 404: true,
 		408: false, 409: false, 422: true, 425: false, 429: false, 499: true, 500: false, 503: false} {
-		require.Equal(t, want, DefaultStore(code), "%d", code)
+		require.Equal(t, want, DefaultFinal(code), "%d", code)
 	}
 }
 
@@ -206,37 +212,38 @@ func TestRetryAfterSeconds(t *testing.T) {
 }
 
 func TestScopeErrorIs401WithChallenge(t *testing.T) {
-	h := &Handler{o: Options{Scope: func(*http.Request) (string, error) { return "", errors.New("no API key") }}.withDefaults()}
+	h := &Guard{o: Config{Logger: slog.New(slog.DiscardHandler),
+		Scope: func(*http.Request, any) (string, error) { return "", errors.New("no API key") }}.withDefaults(), hintScope: &sync.Once{}}
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
 	r.Header.Set("Idempotency-Key", "k")
 	w := httptest.NewRecorder()
-	x, pass := h.Begin(w, r)
+	x, pass := h.Begin(w, r, nil)
 	require.Nil(t, x)
 	require.False(t, pass)
 	require.Equal(t, http.StatusUnauthorized, w.Code)
 	require.Equal(t, "Bearer", w.Header().Get("WWW-Authenticate"))
 	require.Contains(t, w.Body.String(), "caller-unknown")
-	require.Contains(t, w.Body.String(), "no API key")
+	require.NotContains(t, w.Body.String(), "no API key", "the application's error goes to the log")
 }
 
 func TestBeginEdgeCases(t *testing.T) {
 	mr := miniredis.RunT(t)
 	store, err := redisstore.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), redisstore.Options{})
 	require.NoError(t, err)
-	begin := func(h *Handler, target, key string) (*httptest.ResponseRecorder, *Exchange) {
+	begin := func(h *Guard, target, key string) (*httptest.ResponseRecorder, *Exchange) {
 		r := httptest.NewRequest(http.MethodPost, target, nil)
 		r.Header.Set("Idempotency-Key", key)
 		w := httptest.NewRecorder()
-		x, _ := h.Begin(w, r)
+		x, _ := h.Begin(w, r, nil)
 		return w, x
 	}
 
 	t.Run("a path over 1 KiB still works: the label is cut", func(t *testing.T) {
-		h := New(store, Options{})
+		h := New(store, Config{Scope: func(*http.Request, any) (string, error) { return "s", nil }})
 		w, x := begin(h, "/"+strings.Repeat("p", 3000), "long-path")
 		require.NotNil(t, x, w.Body.String())
 		x.Run(func() {
-			rec, err := store.Lookup(context.Background(), "anonymous", "long-path")
+			rec, err := store.Lookup(context.Background(), "s", "long-path")
 			require.NoError(t, err)
 			require.Len(t, rec.Label, redisstore.MaxFieldLen)
 			x.Recorder.WriteHeader(http.StatusCreated)
@@ -244,8 +251,8 @@ func TestBeginEdgeCases(t *testing.T) {
 	})
 
 	t.Run("an oversized scope is a server error, not 503", func(t *testing.T) {
-		h := New(store, Options{Logger: slog.New(slog.DiscardHandler),
-			Scope: func(*http.Request) (string, error) { return strings.Repeat("s", 2000), nil }})
+		h := New(store, Config{Logger: slog.New(slog.DiscardHandler),
+			Scope: func(*http.Request, any) (string, error) { return strings.Repeat("s", 2000), nil }})
 		w, x := begin(h, "/", "k")
 		require.Nil(t, x)
 		require.Equal(t, http.StatusInternalServerError, w.Code)
@@ -253,7 +260,7 @@ func TestBeginEdgeCases(t *testing.T) {
 	})
 
 	t.Run("the key problem says what is wrong once", func(t *testing.T) {
-		w, _ := begin(New(store, Options{}), "/", "a b")
+		w, _ := begin(New(store, Config{}), "/", "a b")
 		require.Equal(t, http.StatusBadRequest, w.Code)
 		require.NotContains(t, w.Body.String(), "malformed idempotency key:")
 		require.Contains(t, w.Body.String(), "visible ASCII")

@@ -9,8 +9,21 @@ import (
 // MaxKeyLen is the longest idempotency key accepted, in characters.
 const MaxKeyLen = 255
 
-// ErrKey is wrapped by every error ParseKey returns.
+// ErrKey matches every error ParseKey returns (errors.Is).
 var ErrKey = errors.New("malformed idempotency key")
+
+// KeyError is the error ParseKey returns: why the key is malformed.
+type KeyError struct {
+	// Reason says what is wrong, in words a client can act on, such as
+	// "the key is 300 characters long; the limit is 255".
+	Reason string
+}
+
+// Error returns "malformed idempotency key: " and the reason.
+func (e *KeyError) Error() string { return ErrKey.Error() + ": " + e.Reason }
+
+// Is reports whether target is ErrKey.
+func (e *KeyError) Is(target error) bool { return target == ErrKey }
 
 // ParseKey decodes the value of an Idempotency-Key header: either a bare
 // token of visible ASCII characters (as Stripe's clients send it) or an RFC
@@ -18,7 +31,7 @@ var ErrKey = errors.New("malformed idempotency key")
 // specifies). Both forms name the same key: abc and "abc" are equal. The key
 // must be 1 to MaxKeyLen characters; a bare token may not contain spaces,
 // quotes or backslashes, and an sf-string may not have parameters.
-// Surrounding spaces and tabs are ignored.
+// Surrounding spaces and tabs are ignored. Its errors are *KeyError.
 func ParseKey(v string) (string, error) {
 	v = strings.Trim(v, " \t")
 	if v == "" {
@@ -66,5 +79,5 @@ func ParseKey(v string) (string, error) {
 }
 
 func errorf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrKey, fmt.Sprintf(format, args...))
+	return &KeyError{Reason: fmt.Sprintf(format, args...)}
 }

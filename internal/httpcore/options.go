@@ -1,141 +1,71 @@
 package httpcore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
 	"time"
 )
 
-// Options configures the Idempotency-Key middleware of packages ginmw and
-// httpmw. The zero value gives the defaults.
-type Options struct {
-	// Header is the request header that carries the idempotency key: a bare
-	// token or an RFC 8941 string, 1 to 255 visible ASCII characters.
-	// Default: "Idempotency-Key".
-	Header string
-
-	// Optional lets requests without a key through, unprotected; otherwise
-	// they get 400. Default: false (the key is required).
-	Optional bool
-
-	// Methods are the methods the middleware protects; requests with other
-	// methods pass through untouched. Default: POST, PUT, PATCH, DELETE.
-	Methods []string
-
-	// Skip, if set, lets a request through untouched when it returns true,
-	// for routes that need no protection. Default: nil.
-	Skip func(r *http.Request) bool
-
-	// Scope returns the caller a request comes from, such as an account ID:
-	// equal keys from different callers are different records, so one can
-	// never see, block or replay another's. It is stored in clear in the
-	// record: never return a credential itself. An error answers 401. With
-	// net/http, r.PathValue is set only when the middleware wraps the
-	// route's handler, not the whole mux. Default: DefaultScope, a hash of
-	// the credential presented.
-	Scope func(r *http.Request) (string, error)
-
-	// Challenge is the WWW-Authenticate value sent with the 401 answered
-	// when Scope fails. Authentication is best done before the middleware,
-	// so that unauthenticated requests never reach it. Default: "Bearer".
-	Challenge string
-
-	// FingerprintHeaders are request headers that take part in the
-	// fingerprint, for headers that change what a request means (such as
-	// an API version). Default: none.
+// Config is the middleware's configuration, as httpmw.Options and
+// ginmw.Options give it (their documentation is the reference; the adapters'
+// generated config methods fill it in). Scope and Skip take the request and
+// the adapter's own context (the *gin.Context for ginmw, nil for httpmw).
+type Config struct {
+	Header             string
+	Optional           bool
+	Methods            []string
+	Skip               func(r *http.Request, c any) bool
+	Scope              func(r *http.Request, c any) (string, error)
+	Challenge          string
 	FingerprintHeaders []string
+	IgnoreFields       []string
+	MaxBodyBytes       int64
+	BodyTimeout        time.Duration
+	MaxJSONDepth       int
+	MaxResponseBytes   int
+	Final              func(status int) bool
+	OmitHeaders        []string
+	RetryAfter         time.Duration
+	Wait               time.Duration
+	Timeout            time.Duration
+	FailOpen           bool
+	ProblemBase        string
+	Shutdown           context.Context
+	Logger             *slog.Logger
 
-	// IgnoreFields are JSON body members left out of the fingerprint, as
-	// dotted paths from the top-level object ("client_ts",
-	// "meta.sent_at"), for fields that differ between retries of one
-	// request. Default: none.
-	IgnoreFields []string
-
-	// MaxBodyBytes is the largest request body the middleware reads and
-	// fingerprints; a larger one gets 413 before anything is stored.
-	// Default: 1 MiB.
-	MaxBodyBytes int64
-
-	// BodyTimeout bounds how long reading the request body may take, so a
-	// client that trickles its body (slow loris) gets 408 and never holds a
-	// key. Default: 10s.
-	BodyTimeout time.Duration
-
-	// MaxJSONDepth is how deeply a JSON body may nest; deeper bodies get
-	// 400. Default: 64.
-	MaxJSONDepth int
-
-	// MaxResponseBytes is the largest response body stored for replay. A
-	// larger response still reaches the first client whole and is never
-	// run again; its replays get the original status and headers with a
-	// problem+json body of type response-too-large in place of the body.
-	// Default: 1 MiB.
-	MaxResponseBytes int
-
-	// Store decides which response statuses are outcomes to store and
-	// replay. For the others the key is released, so a retry with the same
-	// key runs the handler again. A panicking handler always releases the key.
-	// A handler that returns without writing has answered 200 with no body,
-	// which is stored like any 200: write a 5xx to give up instead.
-	// Default: DefaultStore (200-499 except 408, 409, 425 and 429).
-	Store func(status int) bool
-
-	// OmitHeaders are response headers never stored or replayed. Headers
-	// set before the middleware ran (by outer middleware) are never stored
-	// either. Default: DefaultOmitHeaders (hop-by-hop headers, Date,
-	// Content-Length, Set-Cookie).
-	OmitHeaders []string
-
-	// RetryAfter is the Retry-After sent with 409 (the request is in
-	// progress) and 503 (Redis is unreachable), rounded up to whole seconds.
-	// Keep it near the handler's usual run time, not the lease. Default: 1s.
-	RetryAfter time.Duration
-
-	// Wait makes a duplicate of a running request wait up to this long for
-	// the first one to finish and then answer with its replay, instead of
-	// 409 at once; a retry storm then sees answers, not conflicts. The wait
-	// polls Redis with backoff from 5ms to 100ms. Default: 0 (409 at once).
-	Wait time.Duration
-
-	// Timeout bounds each call to Redis. A claim that fails or times out
-	// answers 503 (or runs unprotected with FailOpen). It takes effect only
-	// if the go-redis client has ContextTimeoutEnabled. Default: 2s.
-	Timeout time.Duration
-
-	// FailOpen runs the handler without protection when Redis cannot be
-	// reached, instead of answering 503. Retries may then run it twice.
-	// Default: false (fail closed).
-	FailOpen bool
-
-	// ProblemBase prefixes the slug of each problem type to make the
-	// problem's type URI. Default: DefaultProblemBase.
-	ProblemBase string
-
-	// Logger receives the errors the client is not told about, such as a
-	// failure to store an outcome after the response was made. Default:
-	// slog.Default().
-	Logger *slog.Logger
+	// Route, set by the adapter, returns the route's pattern for the
+	// observer (Gin's FullPath), or "" to use the ServeMux pattern or path.
+	Route func(r *http.Request, c any) string
 }
 
 // DefaultProblemBase is the default Options.ProblemBase: the problem types
 // are documented there, one anchor per slug.
 const DefaultProblemBase = "https://github.com/idemkey/idemkey/blob/main/docs/problems.md#"
 
-// DefaultOmitHeaders are the response headers never replayed by default:
-// hop-by-hop headers, and headers that belong to one response only.
-var DefaultOmitHeaders = []string{
+// alwaysOmitted are the response headers never stored or replayed: they
+// belong to one response, or to its connection, and a replay with them would
+// be ill-formed or wrong. Options.OmitHeaders adds to them.
+var alwaysOmitted = []string{
 	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 	"Date", "Content-Length", "Set-Cookie",
 }
 
-// DefaultStore is the default Options.Store: statuses 200 to 499 are the
-// request's outcome, except 408, 409, 425 and 429, which say "try again"
-// rather than "this is the answer". 1xx and 5xx are not stored.
-func DefaultStore(status int) bool {
+// describeBody are the response headers that describe the body itself: a
+// replay that carries a problem in place of an oversize body drops them.
+var describeBody = []string{
+	"Content-Length", "Content-Encoding", "Content-Range", "Content-Md5", "Content-Digest", "Repr-Digest",
+	"Digest", "Etag", "Last-Modified", "Accept-Ranges",
+}
+
+// DefaultFinal is the default Config.Final: 200 to 499 except 408, 409, 425
+// and 429 (see httpmw.DefaultFinal).
+func DefaultFinal(status int) bool {
 	switch status {
 	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
 		return false
@@ -143,12 +73,13 @@ func DefaultStore(status int) bool {
 	return status >= 200 && status < 500
 }
 
-// DefaultScope is the default Options.Scope. It derives the caller from the
-// credential the request presents: a hash of its Authorization header, or
-// failing that of its X-API-Key header, so two callers with different
-// credentials never share a key, and no credential is stored. Requests with
-// neither header share the scope "anonymous". Set Options.Scope to use your
-// own notion of a caller, such as an account ID from your authentication.
+// ErrNoCredential is returned by DefaultScope for a request that presents
+// neither an Authorization nor an X-API-Key header. The middleware answers it
+// with 500 scope-required: the service has not told it who its callers are.
+var ErrNoCredential = errors.New("idemkey: the request presents no credential the default scope knows")
+
+// DefaultScope is the default scope: a hash of the Authorization or
+// X-API-Key header, or ErrNoCredential (see httpmw.DefaultScope).
 func DefaultScope(r *http.Request) (string, error) {
 	for _, h := range [...]string{"Authorization", "X-Api-Key"} {
 		if vs := r.Header.Values(h); len(vs) > 0 {
@@ -161,12 +92,20 @@ func DefaultScope(r *http.Request) (string, error) {
 			return "cred:" + base64.RawURLEncoding.EncodeToString(sum[:18]), nil
 		}
 	}
-	return "anonymous", nil
+	return "", ErrNoCredential
+}
+
+// CheckSharedScope panics if name cannot be a shared scope: the adapters'
+// SharedScope call it.
+func CheckSharedScope(name string) {
+	if name == "" {
+		panic("idemkey: SharedScope with an empty name")
+	}
 }
 
 // withDefaults returns o with every zero field set to its default, and
 // panics on settings no program should make.
-func (o Options) withDefaults() Options {
+func (o Config) withDefaults() Config {
 	if o.Header == "" {
 		o.Header = "Idempotency-Key"
 	}
@@ -175,7 +114,7 @@ func (o Options) withDefaults() Options {
 		o.Methods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 	}
 	if o.Scope == nil {
-		o.Scope = DefaultScope
+		o.Scope = func(r *http.Request, _ any) (string, error) { return DefaultScope(r) }
 	}
 	if o.Challenge == "" {
 		o.Challenge = "Bearer"
@@ -192,11 +131,8 @@ func (o Options) withDefaults() Options {
 	if o.MaxResponseBytes == 0 {
 		o.MaxResponseBytes = 1 << 20
 	}
-	if o.Store == nil {
-		o.Store = DefaultStore
-	}
-	if o.OmitHeaders == nil {
-		o.OmitHeaders = DefaultOmitHeaders
+	if o.Final == nil {
+		o.Final = DefaultFinal
 	}
 	if o.RetryAfter == 0 {
 		o.RetryAfter = time.Second

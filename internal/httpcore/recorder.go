@@ -2,8 +2,10 @@ package httpcore
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 )
 
 // Recorder stands in for the handler's http.ResponseWriter. It holds the
@@ -24,17 +26,27 @@ type Recorder struct {
 	body      []byte
 	size      int
 	max       int
-	streaming bool // the head and some body went out already
+	omit      map[string]bool // canonical names of headers never stored
+	statusSet bool            // the handler chose a status
+	streaming bool            // the head and some body went out already
 	oversize  bool
 	hijacked  bool
 }
 
-func newRecorder(w http.ResponseWriter, max int) *Recorder {
+func newRecorder(w http.ResponseWriter, max int, omit map[string]bool) *Recorder {
 	var before http.Header
 	if h := w.Header(); len(h) > 0 {
 		before = h.Clone()
 	}
-	return &Recorder{w: w, before: before, status: http.StatusOK, max: max}
+	return &Recorder{w: w, before: before, status: http.StatusOK, max: max, omit: omit}
+}
+
+// checkStatus panics on a status net/http refuses, as net/http does, so that
+// the handler fails (and the key is released) rather than a 200 being stored.
+func checkStatus(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
 }
 
 // Header returns the header map of the underlying writer.
@@ -43,6 +55,7 @@ func (rec *Recorder) Header() http.Header { return rec.w.Header() }
 // WriteHeader records the status and commits the headers, as net/http does.
 // Informational (1xx) statuses go straight out and fix nothing.
 func (rec *Recorder) WriteHeader(code int) {
+	checkStatus(code)
 	if code >= 100 && code < 200 {
 		rec.w.WriteHeader(code)
 		return
@@ -62,12 +75,19 @@ func (rec *Recorder) Write(p []byte) (int, error) {
 	return rec.WriteBody(p)
 }
 
-// SetStatus sets the status to send, until Commit.
+// SetStatus sets the status to send, until Commit. It panics on a status
+// net/http refuses (under 100 or over 999).
 func (rec *Recorder) SetStatus(code int) {
+	checkStatus(code)
 	if rec.header == nil && code >= 200 {
 		rec.status = code
+		rec.statusSet = true
 	}
 }
+
+// Untouched reports whether the handler has written nothing: no status, no
+// header commit, no body.
+func (rec *Recorder) Untouched() bool { return rec.header == nil && !rec.statusSet && rec.size == 0 }
 
 // Status returns the response status: 200 unless set.
 func (rec *Recorder) Status() int { return rec.status }
@@ -164,23 +184,60 @@ func (rec *Recorder) writeHead() {
 	rec.w.WriteHeader(rec.status)
 }
 
-// flushHeld sends a response that was held back: head and body.
+// flushHeld sends a response that was held back: head, body and trailers.
 func (rec *Recorder) flushHeld() {
 	if rec.streaming || rec.hijacked {
 		return
 	}
+	trailers := rec.trailers()
 	rec.writeHead()
 	if len(rec.body) > 0 {
 		_, _ = rec.w.Write(rec.body)
 	}
+	if len(trailers) > 0 {
+		h := rec.w.Header()
+		for k, v := range trailers {
+			h[k] = v
+		}
+	}
+}
+
+// trailers returns the trailer values the handler set: those it declared
+// in the Trailer header before committing, and those with
+// http.TrailerPrefix. They reach the first client; they are not stored, so
+// replays carry none.
+func (rec *Recorder) trailers() http.Header {
+	h := rec.w.Header()
+	var t http.Header
+	for _, names := range rec.header["Trailer"] {
+		for name := range strings.SplitSeq(names, ",") {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if v, ok := h[name]; ok && name != "" {
+				if t == nil {
+					t = http.Header{}
+				}
+				t[name] = v
+			}
+		}
+	}
+	for k, v := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			if t == nil {
+				t = http.Header{}
+			}
+			t[k] = v
+		}
+	}
+	return t
 }
 
 // storedHeader returns the headers to store: the snapshot without omitted
-// headers and without those outer middleware set before the handler ran.
-func (rec *Recorder) storedHeader(omit []string) http.Header {
+// headers (whatever the case of their names) and without those outer
+// middleware set before the handler ran.
+func (rec *Recorder) storedHeader() http.Header {
 	keep := true
 	for k, v := range rec.header {
-		if contains(omit, k) || equal(rec.before[k], v) {
+		if rec.omitted(k) || equal(rec.before[k], v) {
 			keep = false
 			break
 		}
@@ -190,7 +247,7 @@ func (rec *Recorder) storedHeader(omit []string) http.Header {
 	}
 	h := make(http.Header, len(rec.header))
 	for k, v := range rec.header {
-		if contains(omit, k) || equal(rec.before[k], v) {
+		if rec.omitted(k) || equal(rec.before[k], v) {
 			continue
 		}
 		h[k] = v
@@ -198,11 +255,14 @@ func (rec *Recorder) storedHeader(omit []string) http.Header {
 	return h
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+// omitted reports whether header k is never stored: a name set directly in
+// the map need not be canonical, and trailer values never are stored.
+func (rec *Recorder) omitted(k string) bool {
+	if rec.omit[k] || strings.HasPrefix(k, http.TrailerPrefix) {
+		return true
+	}
+	if c := http.CanonicalHeaderKey(k); c != k {
+		return rec.omit[c]
 	}
 	return false
 }

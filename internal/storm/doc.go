@@ -89,12 +89,14 @@
 // not final is asked again with the same key: 408, 409, 425, 429 and 503
 // without the replay header, and transport errors. The wait is the answer's
 // Retry-After (delta seconds, fractions such as "0.25" allowed, or an HTTP
-// date), at most 30s; without a usable one it is 100ms, doubling with every
-// retry, at most 2s. A request stops at its first final answer, when its
+// date), at most 30s; without a usable one it is a random wait below 100ms,
+// doubling with every retry, at most 2s (idemclient.Policy: the client
+// transport's waiting, one implementation for both). A request stops at its first final answer, when its
 // Config.Timeout would run out before the next attempt, or after
 // Config.MaxRetries retries (100 by default, so a server answering
 // "Retry-After: 0" cannot spin a worker). The probe retries the same way.
-// The policy is retryable and retryDelay in retry.go, and nothing else.
+// The policy is retryable and retryDelay in retry.go, which waits as
+// idemclient.Policy does: one implementation for storm and the client.
 //
 // # Side-effect count
 //

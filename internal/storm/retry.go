@@ -1,26 +1,21 @@
 package storm
 
 import (
-	"math"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/idemkey/idemkey/idemclient"
 )
 
 // The retry policy of --retry: whether to ask again with the same key, and
-// when. It is these two functions and nothing else, so that a shared client
-// policy can replace them in one place.
+// when. The waiting is idemclient's (one implementation for the client
+// transport and storm); which answers are worth a retry is storm's own,
+// since a storm counts executions where a client only wants its answer.
 
-const (
-	// maxRetryAfter caps a single wait, whatever Retry-After says.
-	maxRetryAfter = 30 * time.Second
-	// firstBackoff and maxBackoff bound the wait after an answer without a
-	// usable Retry-After (a transport error, most often): firstBackoff,
-	// doubling with every retry, at most maxBackoff.
-	firstBackoff = 100 * time.Millisecond
-	maxBackoff   = 2 * time.Second
-)
+// policy waits out Retry-After (delta seconds, fractions allowed, or an HTTP
+// date) up to 30s; without a usable one, a random wait below 100ms doubled
+// with every retry, at most 2s (full jitter, so that retried duplicates do
+// not arrive in step).
+var policy = idemclient.Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second, MaxRetryAfter: 30 * time.Second}
 
 // retryable reports whether an answer is worth asking again with the same
 // key: a transport error, or 408, 409, 425, 429 or 503 without
@@ -30,19 +25,7 @@ func retryable(status int, replayed bool, err error) bool {
 }
 
 // retryDelay returns how long to wait before retry number n (0 for the
-// first) after an answer whose Retry-After header is header: its delta
-// seconds (fractions allowed) or HTTP date, at most maxRetryAfter; without
-// a usable header, firstBackoff doubled n times, at most maxBackoff.
+// first) after an answer whose Retry-After header is header.
 func retryDelay(header string, n int, now time.Time) time.Duration {
-	v := strings.TrimSpace(header)
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(secs) && secs >= 0 {
-		if secs >= maxRetryAfter.Seconds() {
-			return maxRetryAfter
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, min(t.Sub(now), maxRetryAfter))
-	}
-	return min(firstBackoff<<min(n, 16), maxBackoff)
+	return policy.Delay(n+1, header, now)
 }

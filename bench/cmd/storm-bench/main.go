@@ -1,11 +1,12 @@
 // Command storm-bench runs idemkey's benchmark scenarios and writes
 // bench/RESULTS.md. See bench/README.md.
 //
-// Usage:
+// Usage (from the repository's root):
 //
-//	go run ./bench/cmd/storm-bench [-quick] [-rounds 5] [-duration 1.5s] [-phases first,replay,...]
-//	                                [-results bench/RESULTS.md] [-write=true] [-json FILE]
-//	                                [-cpuprofile FILE] [-memprofile FILE]
+//	go -C bench run ./cmd/storm-bench [-quick] [-rounds 5] [-duration 1.5s] [-phases first,replay,...]
+//	                                  [-contenders floor,limit,ours,...]
+//	                                  [-results RESULTS.md] [-write=true] [-json FILE]
+//	                                  [-cpuprofile FILE] [-memprofile FILE]
 //
 // It exits 0 when every check passed, 1 when one failed, 2 on a usage error
 // or when a measurement could not be made.
@@ -19,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -44,9 +46,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dups := fs.Int("dups", d.StormDups, "storm: simultaneous duplicates per key")
 	stormConc := fs.Int("storm-concurrency", d.StormConcurrency, "storm: concurrent workers")
 	costReqs := fs.Int("cost-requests", d.CostRequests, "requests per case when counting Redis commands")
+	allocRuns := fs.Int("alloc-runs", d.AllocRuns, "requests per case when counting Go allocations")
 	phases := fs.String("phases", "all", "comma-separated phases to run: "+strings.Join(bench.AllPhases, ","))
-	peersDir := fs.String("peers-dir", "", "path of the bench/peers module (default: found from the working directory)")
-	results := fs.String("results", "bench/RESULTS.md", "Markdown file the results are written to")
+	contenders := fs.String("contenders", "all", "comma-separated contenders to measure (ours always): "+strings.Join(bench.ContenderNames(), ","))
+	moduleDir := fs.String("bench-dir", "", "directory of the bench module (default: found from the working directory)")
+	results := fs.String("results", "", "Markdown file the results are written to (default: RESULTS.md of the bench module)")
 	write := fs.Bool("write", true, "write the results file (default false with -quick)")
 	jsonOut := fs.String("json", "", "also write every figure as JSON to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -78,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"dups":              func() { cfg.StormDups = *dups },
 		"storm-concurrency": func() { cfg.StormConcurrency = *stormConc },
 		"cost-requests":     func() { cfg.CostRequests = *costReqs },
+		"alloc-runs":        func() { cfg.AllocRuns = *allocRuns },
 	} {
 		if set[name] {
 			apply()
@@ -86,9 +91,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if set["phases"] && *phases != "all" {
 		cfg.Phases = strings.Split(*phases, ",")
 	}
-	cfg.PeersDir = *peersDir
+	if set["contenders"] && *contenders != "all" {
+		cfg.Contenders = strings.Split(*contenders, ",")
+	}
+	cfg.ModuleDir = *moduleDir
+	if cfg.ModuleDir == "" {
+		dir, err := bench.FindModule()
+		if err != nil {
+			fmt.Fprintf(stderr, "storm-bench: %v; pass -bench-dir\n", err)
+			return 2
+		}
+		cfg.ModuleDir = dir
+	}
+	if *results == "" {
+		*results = filepath.Join(cfg.ModuleDir, "RESULTS.md")
+	}
 	cfg.Log = stderr
-	cfg.Command = strings.TrimSpace("go run ./bench/cmd/storm-bench " + strings.Join(args, " "))
+	cfg.Command = strings.TrimSpace("go -C bench run ./cmd/storm-bench " + strings.Join(args, " "))
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)

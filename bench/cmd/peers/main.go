@@ -1,16 +1,11 @@
-// Command peers benchmarks the most-used Go idempotency middleware, the one
-// of gofiber/fiber v3 (middleware/idempotency) with gofiber/storage's Redis
-// storage, against a private redis-server it launches itself.
-//
-// It measures first-execution throughput of a bare fiber handler and of the
-// same handler behind the middleware (alternating them for several rounds),
-// replay throughput, and the outcome of a retry storm (internal/storm)
-// against one and against two app instances sharing the same Redis.
+// Command peers runs package peers (fiber v3's idempotency middleware on
+// gofiber/storage's Redis storage) against a private redis-server it
+// launches itself.
 //
 // Usage:
 //
-//	go run . [-rounds 3] [-duration 2s] [-concurrency 64] [-replay-keys 1000]
-//	         [-keys 2000] [-dups 10] [-storm-concurrency 128] [-two-instances=true] [-json]
+//	go -C bench run ./cmd/peers [-rounds 3] [-duration 2s] [-concurrency 64] [-replay-keys 1000]
+//	                            [-keys 2000] [-dups 10] [-storm-concurrency 128] [-two-instances=true] [-json]
 //
 // The summary goes to stdout (a single JSON object with -json); progress
 // goes to stderr.
@@ -25,8 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
+	"github.com/idemkey/idemkey/bench/peers"
 	"github.com/idemkey/idemkey/internal/redistest"
 )
 
@@ -37,7 +32,7 @@ func main() {
 func realMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := defaultOptions()
+	o := peers.DefaultOptions()
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "number of alternating bare/idempotency rounds")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "duration of each throughput measurement")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "keep-alive clients for the throughput measurements")
@@ -54,7 +49,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "peers: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		fmt.Fprintf(stderr, "peers: %v\n", err)
 		return 2
 	}
@@ -76,7 +71,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	defer srv.Close()
 
 	o.Log = stderr
-	res, err := bench(ctx, o, "127.0.0.1", srv.Port())
+	res, err := peers.Run(ctx, o, "127.0.0.1", srv.Port())
 	if err != nil {
 		fmt.Fprintf(stderr, "peers: %v\n", err)
 		return 1
@@ -86,52 +81,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(res)
 	} else {
-		err = res.writeText(stdout)
+		err = res.WriteText(stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "peers: %v\n", err)
 		return 1
 	}
 	return 0
-}
-
-// options are the knobs of a run.
-type options struct {
-	Rounds           int
-	Duration         time.Duration
-	Concurrency      int
-	ReplayKeys       int
-	Keys             int
-	Dups             int
-	StormConcurrency int
-	TwoInstances     bool
-	// Log receives progress lines; nil discards them.
-	Log io.Writer
-}
-
-func defaultOptions() options {
-	return options{
-		Rounds:           3,
-		Duration:         2 * time.Second,
-		Concurrency:      64,
-		ReplayKeys:       1000,
-		Keys:             2000,
-		Dups:             10,
-		StormConcurrency: 128,
-		TwoInstances:     true,
-	}
-}
-
-func (o options) validate() error {
-	switch {
-	case o.Rounds < 1:
-		return fmt.Errorf("-rounds must be at least 1")
-	case o.Duration <= 0:
-		return fmt.Errorf("-duration must be positive")
-	case o.Concurrency < 1 || o.StormConcurrency < 1:
-		return fmt.Errorf("-concurrency and -storm-concurrency must be at least 1")
-	case o.ReplayKeys < 1 || o.Keys < 1 || o.Dups < 1:
-		return fmt.Errorf("-replay-keys, -keys and -dups must be at least 1")
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"bytes"
@@ -7,8 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"maps"
 	"math"
 	"net/http"
 	"runtime"
@@ -34,105 +32,22 @@ const (
 // firstBody is the request body of the throughput measurements.
 var firstBody = []byte(`{"amount":1250,"currency":"eur"}`)
 
-// results is everything a run measured. Its JSON form is the -json output;
-// field names are stable.
-type results struct {
-	Library        string `json:"library"`
-	FiberVersion   string `json:"fiber_version"`
-	StorageModule  string `json:"storage_module"`
-	StorageVersion string `json:"storage_version"`
-	GoVersion      string `json:"go_version"`
-	RedisVersion   string `json:"redis_version"`
-	GOMAXPROCS     int    `json:"gomaxprocs"`
-	NumCPU         int    `json:"num_cpu"`
-
-	Config runConfig `json:"config"`
-
-	Rounds                   []round `json:"rounds"`
-	FirstRPSBareMedian       float64 `json:"first_rps_bare_median"`
-	FirstRPSIdemMedian       float64 `json:"first_rps_idem_median"`
-	FirstOverheadRatioMedian float64 `json:"first_overhead_ratio_median"`
-	ReplayRPS                float64 `json:"replay_rps"`
-	// ReplayExecutions counts handler executions during the replay
-	// measurements; 0 means every replay request was served from storage.
-	ReplayExecutions int64 `json:"replay_executions"`
-	// LoadErrors counts failed requests (transport errors or unexpected
-	// statuses) over all throughput measurements; 0 expected.
-	LoadErrors int `json:"load_errors"`
-
-	Storm             *stormResult `json:"storm"`
-	StormTwoInstances *stormResult `json:"storm_two_instances,omitempty"`
-
-	Notes []string `json:"notes"`
-}
-
-type runConfig struct {
-	Rounds           int     `json:"rounds"`
-	DurationS        float64 `json:"duration_s"`
-	Concurrency      int     `json:"concurrency"`
-	ReplayKeys       int     `json:"replay_keys"`
-	Keys             int     `json:"keys"`
-	Dups             int     `json:"dups"`
-	StormConcurrency int     `json:"storm_concurrency"`
-}
-
-// round is one alternating measurement of the bare and the idempotent app.
-type round struct {
-	FirstRPSBare   float64 `json:"first_rps_bare"`
-	FirstRPSIdem   float64 `json:"first_rps_idem"`
-	Ratio          float64 `json:"ratio"`
-	FirstP50MSBare float64 `json:"first_p50_ms_bare"`
-	FirstP99MSBare float64 `json:"first_p99_ms_bare"`
-	FirstP50MSIdem float64 `json:"first_p50_ms_idem"`
-	FirstP99MSIdem float64 `json:"first_p99_ms_idem"`
-	ReplayRPS      float64 `json:"replay_rps"`
-	ReplayP50MS    float64 `json:"replay_p50_ms"`
-	ReplayP99MS    float64 `json:"replay_p99_ms"`
-	BareFirst      bool    `json:"bare_measured_first"`
-}
-
-// stormResult is the outcome of one retry storm.
-type stormResult struct {
-	Instances   int `json:"instances"`
-	Keys        int `json:"keys"`
-	Dups        int `json:"dups"`
-	Concurrency int `json:"concurrency"`
-	Requests    int `json:"requests"`
-	// Handler-side figures: the ground truth about side effects.
-	HandlerExecutions        int `json:"handler_executions"`
-	KeysExecuted             int `json:"keys_executed"`
-	ExecutionsMax            int `json:"executions_max"`
-	KeysExecutedMoreThanOnce int `json:"keys_executed_more_than_once"`
-	// Client-side figures from internal/storm.
-	DivergentKeys int            `json:"divergent_keys"`
-	KeysFailed    int            `json:"keys_failed"`
-	Verdict       string         `json:"verdict"`
-	Originals     int            `json:"originals"`
-	Replays       int            `json:"replays"`
-	InProgress    int            `json:"in_progress"`
-	Errors        int            `json:"errors"`
-	StatusCounts  map[string]int `json:"status_counts"`
-	RPS           float64        `json:"rps"`
-	P50MS         float64        `json:"p50_ms"`
-	P99MS         float64        `json:"p99_ms"`
-	ElapsedMS     float64        `json:"elapsed_ms"`
-}
-
-// bench runs every measurement against the Redis server at host:port.
-func bench(ctx context.Context, o options, host string, port int) (*results, error) {
+// Run makes every measurement against the Redis server at host:port and
+// returns the figures. Progress lines go to o.Log.
+func Run(ctx context.Context, o Options, host string, port int) (*Results, error) {
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "peers: "+format+"\n", args...)
 		}
 	}
-	res := &results{
+	res := &Results{
 		Library:       libraryPath,
 		FiberVersion:  moduleVersion(fiberModule),
 		StorageModule: storageModule,
 		GoVersion:     runtime.Version(),
 		GOMAXPROCS:    runtime.GOMAXPROCS(0),
 		NumCPU:        runtime.NumCPU(),
-		Config: runConfig{
+		Config: Config{
 			Rounds: o.Rounds, DurationS: o.Duration.Seconds(), Concurrency: o.Concurrency,
 			ReplayKeys: o.ReplayKeys, Keys: o.Keys, Dups: o.Dups, StormConcurrency: o.StormConcurrency,
 		},
@@ -245,7 +160,7 @@ func bench(ctx context.Context, o options, host string, port int) (*results, err
 	logf("populated %d replay keys", o.ReplayKeys)
 
 	for r := range o.Rounds {
-		var rd round
+		var rd Round
 		var bareRes, idemRes *loadgen.Result
 		rd.BareFirst = r%2 == 0
 		order := []bool{true, false} // true: bare
@@ -290,10 +205,10 @@ func bench(ctx context.Context, o options, host string, port int) (*results, err
 		logf("round %d/%d: first bare %.0f req/s, first idem %.0f req/s (ratio %.3f), replay %.0f req/s",
 			r+1, o.Rounds, bareRes.RPS, idemRes.RPS, rd.Ratio, rep.RPS)
 	}
-	res.FirstRPSBareMedian = round1(median(res.Rounds, func(r round) float64 { return r.FirstRPSBare }))
-	res.FirstRPSIdemMedian = round1(median(res.Rounds, func(r round) float64 { return r.FirstRPSIdem }))
-	res.FirstOverheadRatioMedian = round3(median(res.Rounds, func(r round) float64 { return r.Ratio }))
-	res.ReplayRPS = round1(median(res.Rounds, func(r round) float64 { return r.ReplayRPS }))
+	res.FirstRPSBareMedian = round1(median(res.Rounds, func(r Round) float64 { return r.FirstRPSBare }))
+	res.FirstRPSIdemMedian = round1(median(res.Rounds, func(r Round) float64 { return r.FirstRPSIdem }))
+	res.FirstOverheadRatioMedian = round3(median(res.Rounds, func(r Round) float64 { return r.Ratio }))
+	res.ReplayRPS = round1(median(res.Rounds, func(r Round) float64 { return r.ReplayRPS }))
 	if res.ReplayExecutions > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf(
 			"%d handler executions happened during the replay measurements (expected 0)", res.ReplayExecutions))
@@ -351,7 +266,7 @@ func bench(ctx context.Context, o options, host string, port int) (*results, err
 
 // runStorm runs one storm and combines its report with the handler-side
 // execution counts.
-func runStorm(ctx context.Context, o options, baseURL string, client *http.Client, counter *loadgen.ExecCounter, instances int) (*stormResult, error) {
+func runStorm(ctx context.Context, o Options, baseURL string, client *http.Client, counter *loadgen.ExecCounter, instances int) (*Storm, error) {
 	rep, err := storm.Run(ctx, storm.Config{
 		URL:         baseURL + path,
 		Keys:        o.Keys,
@@ -366,7 +281,7 @@ func runStorm(ctx context.Context, o options, baseURL string, client *http.Clien
 	if err != nil {
 		return nil, err
 	}
-	sr := &stormResult{
+	sr := &Storm{
 		Instances:    instances,
 		Keys:         rep.Keys,
 		Dups:         rep.Dups,
@@ -488,7 +403,7 @@ func redisVersion(ctx context.Context, st *redisstorage.Storage) string {
 
 func hostOf(baseURL string) string { return strings.TrimPrefix(baseURL, "http://") }
 
-func median(rs []round, f func(round) float64) float64 {
+func median(rs []Round, f func(Round) float64) float64 {
 	if len(rs) == 0 {
 		return 0
 	}
@@ -509,46 +424,4 @@ func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 // ms converts d to milliseconds rounded to the microsecond.
 func ms(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Microsecond)) / 1000
-}
-
-// writeText writes the human-readable summary.
-func (r *results) writeText(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "peers: %s\n", r.Library)
-	fmt.Fprintf(&b, "  fiber %s, storage %s %s, %s, redis %s, GOMAXPROCS %d\n",
-		r.FiberVersion, r.StorageModule, r.StorageVersion, r.GoVersion, r.RedisVersion, r.GOMAXPROCS)
-	fmt.Fprintf(&b, "  %d rounds x %gs, concurrency %d, %d replay keys\n\n",
-		r.Config.Rounds, r.Config.DurationS, r.Config.Concurrency, r.Config.ReplayKeys)
-	fmt.Fprintf(&b, "%-7s %14s %14s %7s %14s   %s\n", "round", "bare req/s", "idem req/s", "ratio", "replay req/s", "p50/p99 ms (bare | idem | replay)")
-	for i, rd := range r.Rounds {
-		fmt.Fprintf(&b, "%-7d %14.1f %14.1f %7.3f %14.1f   %.2f/%.2f | %.2f/%.2f | %.2f/%.2f\n",
-			i+1, rd.FirstRPSBare, rd.FirstRPSIdem, rd.Ratio, rd.ReplayRPS,
-			rd.FirstP50MSBare, rd.FirstP99MSBare, rd.FirstP50MSIdem, rd.FirstP99MSIdem, rd.ReplayP50MS, rd.ReplayP99MS)
-	}
-	fmt.Fprintf(&b, "%-7s %14.1f %14.1f %7.3f %14.1f\n\n", "median",
-		r.FirstRPSBareMedian, r.FirstRPSIdemMedian, r.FirstOverheadRatioMedian, r.ReplayRPS)
-	fmt.Fprintf(&b, "replay executions %d, load errors %d\n", r.ReplayExecutions, r.LoadErrors)
-	for _, s := range []*stormResult{r.Storm, r.StormTwoInstances} {
-		if s == nil {
-			continue
-		}
-		fmt.Fprintf(&b, "\nstorm, %d instance(s): %d keys x %d dups, concurrency %d\n", s.Instances, s.Keys, s.Dups, s.Concurrency)
-		fmt.Fprintf(&b, "  handler executions %d over %d keys, max %d per key, %d keys executed more than once\n",
-			s.HandlerExecutions, s.KeysExecuted, s.ExecutionsMax, s.KeysExecutedMoreThanOnce)
-		fmt.Fprintf(&b, "  divergent keys %d, storm verdict %s (%d keys failed)\n", s.DivergentKeys, s.Verdict, s.KeysFailed)
-		codes := slices.Sorted(maps.Keys(s.StatusCounts))
-		var parts []string
-		for _, c := range codes {
-			parts = append(parts, fmt.Sprintf("%s: %d", c, s.StatusCounts[c]))
-		}
-		fmt.Fprintf(&b, "  statuses %s; originals %d, replays %d, 409 in progress %d, errors %d\n",
-			strings.Join(parts, " "), s.Originals, s.Replays, s.InProgress, s.Errors)
-		fmt.Fprintf(&b, "  %.1f req/s, p50 %.2f ms, p99 %.2f ms, elapsed %.0f ms\n", s.RPS, s.P50MS, s.P99MS, s.ElapsedMS)
-	}
-	b.WriteString("\nnotes:\n")
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "  - %s\n", n)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

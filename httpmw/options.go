@@ -1,0 +1,186 @@
+package httpmw
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/idemkey/idemkey/internal/httpcore"
+)
+
+//go:generate go run ../internal/optgen
+
+// Options configures the middleware. The zero value gives the defaults.
+// Package ginmw has the same options, with Scope and Skip taking the
+// *gin.Context.
+type Options struct {
+	// Header is the request header that carries the idempotency key: a bare
+	// token or an RFC 8941 string, 1 to 255 visible ASCII characters.
+	// Default: "Idempotency-Key".
+	Header string
+
+	// Optional lets requests without a key through, unprotected; otherwise
+	// they get 400. Default: false (the key is required).
+	Optional bool
+
+	// Methods are the methods the middleware protects; requests with other
+	// methods pass through untouched. Default: POST, PUT, PATCH, DELETE.
+	Methods []string
+
+	// Skip, if set, lets a request through untouched when it returns true,
+	// for routes that need no protection. Default: nil.
+	Skip func(r *http.Request) bool
+
+	// Scope returns the caller a request comes from, such as an account or
+	// user ID from your authentication: equal keys from different callers
+	// are different records, so one can never see, block or replay
+	// another's. It is hashed into the record's name, never stored. An error
+	// answers 401 caller-unknown (the error goes to the log, not the
+	// client); an empty scope answers 500 scope-required. With net/http,
+	// r.PathValue is set only when the middleware wraps the route's handler,
+	// not the whole mux. Default: DefaultScope, a hash of the Authorization
+	// or X-API-Key header, refusing requests with neither; SharedScope
+	// opts into one scope for all.
+	Scope func(r *http.Request) (string, error)
+
+	// Challenge is the WWW-Authenticate value sent with the 401 answered
+	// when Scope fails. Authentication is best done before the middleware,
+	// so that unauthenticated requests never reach it. Default: "Bearer".
+	Challenge string
+
+	// FingerprintHeaders are request headers that take part in the
+	// fingerprint, for headers that change what a request means (such as
+	// an API version). Default: none.
+	FingerprintHeaders []string
+
+	// IgnoreFields are JSON body members left out of the fingerprint, as
+	// dotted paths from the top-level object ("client_ts",
+	// "meta.sent_at"), for fields that differ between retries of one
+	// request. Default: none.
+	IgnoreFields []string
+
+	// MaxBodyBytes is the largest request body the middleware reads and
+	// fingerprints; a larger one gets 413 before anything is stored.
+	// Default: 1 MiB.
+	MaxBodyBytes int64
+
+	// BodyTimeout bounds how long reading the request body may take, so a
+	// client that trickles its body (slow loris) gets 408 and never holds a
+	// key. Default: 10s.
+	BodyTimeout time.Duration
+
+	// MaxJSONDepth is how deeply a JSON body may nest; deeper bodies get
+	// 400. Default: 64.
+	MaxJSONDepth int
+
+	// MaxResponseBytes is the largest response body stored for replay. A
+	// larger response still reaches the first client whole and is never
+	// run again; its replays get the original status and headers with a
+	// problem+json body of type response-too-large in place of the body.
+	// Default: 1 MiB.
+	MaxResponseBytes int
+
+	// Final decides which response statuses are final answers, stored and
+	// replayed. For the others the key is released, so a retry with the same
+	// key runs the handler again. A panicking handler always releases the key.
+	// A handler that returns without writing has answered 200 with no body,
+	// which is stored like any 200: write a 5xx to give up instead.
+	// Default: DefaultFinal (200-499 except 408, 409, 425 and 429).
+	Final func(status int) bool
+
+	// OmitHeaders are more response headers never stored or replayed, on
+	// top of those that never are: hop-by-hop headers, Date, Content-Length
+	// and Set-Cookie (under any spelling of the name). Headers set before the
+	// middleware ran (by outer middleware) are never stored either.
+	// Default: none.
+	OmitHeaders []string
+
+	// RetryAfter is the Retry-After sent with 409 (the request is in
+	// progress) and 503 (Redis is unreachable), rounded up to whole seconds.
+	// Keep it near the handler's usual run time, not the lease. Default: 1s.
+	RetryAfter time.Duration
+
+	// Wait makes a duplicate of a running request wait up to this long for
+	// the first one to finish and then answer with its replay, instead of
+	// 409 at once; a retry storm then sees answers, not conflicts. The wait
+	// polls Redis with backoff from 5ms to 100ms. Default: 0 (409 at once).
+	Wait time.Duration
+
+	// Timeout bounds each call to Redis. A claim that fails or times out
+	// answers 503 (or runs unprotected with FailOpen). Default: 2s.
+	Timeout time.Duration
+
+	// FailOpen runs the handler without protection when Redis cannot be
+	// reached (a network error or a timeout), instead of answering 503.
+	// Retries may then run it twice. Any answer Redis gives (a replication
+	// shortfall, an error reply, an unexpected reply) is never a reason to
+	// run unprotected. Default: false (fail closed).
+	FailOpen bool
+
+	// ProblemBase prefixes the slug of each problem type to make the
+	// problem's type URI. Default: DefaultProblemBase.
+	ProblemBase string
+
+	// Shutdown, when done, cancels the context of every handler still
+	// running (with cause ErrShutdown): pass a context your server cancels
+	// when it shuts down. A handler's context is otherwise detached from the
+	// client's: a client that gives up (times out, disconnects) does not
+	// stop the run, which completes and stores its outcome for the client's
+	// retry. Default: nil (only a lost lease or MaxDuration cancel it).
+	Shutdown context.Context
+
+	// Logger receives the errors the client is not told about, such as a
+	// failure to store an outcome after the response was made. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultProblemBase is the default Options.ProblemBase: the problem types
+// are documented there, one anchor per slug.
+const DefaultProblemBase = httpcore.DefaultProblemBase
+
+var (
+	// ErrNoCredential is returned by DefaultScope for a request that
+	// presents neither an Authorization nor an X-API-Key header; the
+	// middleware answers it with 500 scope-required.
+	ErrNoCredential = httpcore.ErrNoCredential
+
+	// ErrNotProtected is returned by Checkpoint for a request that the
+	// middleware let through without a lease (no middleware, an optional key
+	// absent, a safe method, or FailOpen with Redis down).
+	ErrNotProtected = httpcore.ErrNotProtected
+
+	// ErrShutdown is the cause of the cancellation a handler's context sees
+	// when Options.Shutdown is done.
+	ErrShutdown = httpcore.ErrShutdown
+)
+
+// DefaultScope is the default Options.Scope. It derives the caller from the
+// credential the request presents: a hash of its Authorization header, or
+// failing that of its X-API-Key header, so two callers with different
+// credentials never share a key, and no credential is stored. A request with
+// neither fails with ErrNoCredential, and the middleware refuses it with 500
+// scope-required: an application with its own authentication (a session
+// cookie, a custom header) must set Options.Scope to its authenticated
+// caller.
+//
+// It suits long-lived API keys only: a short-lived bearer token refreshed
+// between two tries of one operation puts them in different scopes, so the
+// operation runs twice.
+func DefaultScope(r *http.Request) (string, error) { return httpcore.DefaultScope(r) }
+
+// SharedScope returns an Options.Scope that puts every caller in the scope
+// name: whoever sends a key gets its outcome. Use it only where there are no
+// callers to keep apart (a single-tenant service, an internal endpoint),
+// never on an endpoint that serves several users. It panics if name is
+// empty.
+func SharedScope(name string) func(*http.Request) (string, error) {
+	httpcore.CheckSharedScope(name)
+	return func(*http.Request) (string, error) { return name, nil }
+}
+
+// DefaultFinal is the default Options.Final: statuses 200 to 499 are the
+// request's outcome, except 408, 409, 425 and 429, which say "try again"
+// rather than "this is the answer". 1xx and 5xx are not stored.
+func DefaultFinal(status int) bool { return httpcore.DefaultFinal(status) }

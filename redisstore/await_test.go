@@ -1,0 +1,284 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestScriptsGiveTheSameAnswerTwice: every script run twice with the same
+// arguments (a lost reply re-sent by go-redis, an auto-pipelined batch
+// re-sent whole) gives the same answer, and the second run changes nothing
+// the first did not.
+func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t, b, Options{NoCollapse: true})
+			ctx := context.Background()
+			twice := func(script *redis.Script, keys []string, args ...any) any {
+				t.Helper()
+				a, errA := script.Run(ctx, b.client, keys, args...).Result()
+				v1, _ := b.client.Get(ctx, keys[0]).Result()
+				c, errC := script.Run(ctx, b.client, keys, args...).Result()
+				v2, _ := b.client.Get(ctx, keys[0]).Result()
+				require.Equal(t, errA, errC)
+				require.Equal(t, v1, v2, "the second run changed the record")
+				return []any{a, c}
+			}
+			l := s.newLease(newReq(t))
+			rec := appendStarted(nil, &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: "l"})
+			keys := []string{l.keys.record()}
+			r := twice(claimScript, keys, rec, s.retentionMS).([]any)
+			c1, err := decodeClaim(r[0])
+			require.NoError(t, err)
+			c2, err := decodeClaim(r[1])
+			require.NoError(t, err)
+			require.Equal(t, c1.code, c2.code, "claim")
+			require.Equal(t, c1.attempt, c2.attempt, "claim")
+			p2, _, _ := parseStarted(c2.record)
+			require.Empty(t, p2.recoveryPoint, "claim")
+			l.Attempt = 1
+			for _, tc := range []struct {
+				script *redis.Script
+				args   []any
+			}{
+				{extendScript, []any{l.token, s.retentionMS}},
+				{checkpointScript, []any{l.token, appendStarted(nil, &l.fp, l.token, s.thresholdMS, &started{attempt: 1, recoveryPoint: "p", recoveryData: []byte("d")}), s.retentionMS}},
+				{completeScript, []any{appendCompleted(nil, &l.fp, 1, 201, []byte("ok")), l.token, l.keys.channel()}},
+				{releaseScript, []any{l.token, "0", l.keys.channel()}}, // lost: completed
+			} {
+				r := twice(tc.script, keys, tc.args...).([]any)
+				require.Equal(t, r[0], r[1], scriptNames[tc.script])
+			}
+
+			// A takeover re-sent: the same attempt, the same recovery point.
+			opts := Options{Lease: 100 * time.Millisecond, NoCollapse: true}
+			s1, s2 := newStore(t, b, opts), newStore(t, b, opts)
+			req := newReq(t)
+			c, err := s1.Claim(ctx, req)
+			require.NoError(t, err)
+			require.NoError(t, c.Lease.Checkpoint(ctx, "charged", []byte("ch_1")))
+			b.expireLease(t, s1, req)
+			l2 := s2.newLease(req)
+			rec2 := appendStarted(nil, &l2.fp, l2.token, s2.thresholdMS, &started{attempt: 1})
+			a, err := claimScript.Run(ctx, b.client, []string{l2.keys.record()}, rec2, s2.retentionMS).Result()
+			require.NoError(t, err)
+			again, err := claimScript.Run(ctx, b.client, []string{l2.keys.record()}, rec2, s2.retentionMS).Result()
+			require.NoError(t, err)
+			ra, err := decodeClaim(a)
+			require.NoError(t, err)
+			rb, err := decodeClaim(again)
+			require.NoError(t, err)
+			require.Equal(t, 2, ra.attempt)
+			require.Equal(t, ra.attempt, rb.attempt)
+			pa, _, _ := parseStarted(ra.record)
+			pb, _, _ := parseStarted(rb.record)
+			require.Equal(t, pa.recoveryPoint, pb.recoveryPoint)
+			require.Equal(t, pa.recoveryData, pb.recoveryData)
+
+			// Release re-sent after a takeover kept its history.
+			v, _ := b.client.Get(ctx, l2.keys.record()).Result()
+			r = twice(releaseScript, []string{l2.keys.record()}, l2.token, "0", l2.keys.channel()).([]any)
+			require.Equal(t, int64(1), r[0], "%q", v)
+			require.Equal(t, r[0], r[1])
+		})
+	}
+}
+
+// TestCollapse: concurrent claims of one key in one process share one claim;
+// duplicates of a key this process runs cost no round trip.
+func TestCollapse(t *testing.T) {
+	srv := realBackend(t)
+	client := srv.newClient(t).(*redis.Client)
+	rt := &trips{}
+	client.AddHook(rt)
+	s := newStore(t, backend{client: client}, Options{})
+	ctx := context.Background()
+	warm, err := s.Claim(ctx, Request{Key: "warm-up"})
+	require.NoError(t, err)
+	require.NoError(t, warm.Lease.Complete(ctx, Response{}))
+
+	req := newReq(t)
+	rt.n = 0
+	const n = 50
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		owners  int
+		waiting int
+		others  []error
+	)
+	start := make(chan struct{})
+	var owner *Lease
+	for range n {
+		wg.Go(func() {
+			<-start
+			c, err := s.Claim(ctx, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && c.Lease != nil:
+				owners++
+				owner = c.Lease
+			case errors.Is(err, ErrInProgress):
+				waiting++
+			default:
+				others = append(others, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, others)
+	require.Equal(t, 1, owners)
+	require.Equal(t, n-1, waiting)
+	require.Equal(t, 1, rt.n, "one claim reached Redis")
+
+	require.NoError(t, owner.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
+	rt.n = 0
+	replays := make([]*Claim, n)
+	errs := make([]error, n)
+	start = make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			replays[i], errs[i] = s.Claim(ctx, req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, Replayed, replays[i].Status)
+		require.Equal(t, "done", string(replays[i].Response.Body))
+	}
+	require.LessOrEqual(t, rt.n, n/2, "concurrent replays share claims")
+}
+
+// TestAwait: a waiter gets the outcome as soon as it is stored, whether this
+// process or another runs the key; a release lets it claim; a deadline ends
+// the wait with the in-progress error.
+func TestAwait(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			for _, where := range []string{"same process", "another process"} {
+				t.Run(where, func(t *testing.T) {
+					owner := newStore(t, b, Options{})
+					waiter := owner
+					if where == "another process" {
+						waiter = newStore(t, b, Options{})
+					}
+					req := newReq(t)
+					c, err := owner.Claim(ctx, req)
+					require.NoError(t, err)
+					type result struct {
+						c   *Claim
+						err error
+						at  time.Time
+					}
+					got := make(chan result, 1)
+					go func() {
+						c, err := waiter.Await(ctx, req)
+						got <- result{c, err, time.Now()}
+					}()
+					// Let the waiter settle into its wait, then complete.
+					time.Sleep(150 * time.Millisecond)
+					completed := time.Now()
+					require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
+					r := <-got
+					require.NoError(t, r.err)
+					require.Equal(t, Replayed, r.c.Status)
+					require.Equal(t, "done", string(r.c.Response.Body))
+					require.Less(t, r.at.Sub(completed), 200*time.Millisecond, "woken late")
+					t.Logf("%s: woken %v after the completion", where, r.at.Sub(completed))
+				})
+			}
+
+			t.Run("a release lets the waiter claim", func(t *testing.T) {
+				owner, waiter := newStore(t, b, Options{}), newStore(t, b, Options{})
+				req := newReq(t)
+				c, err := owner.Claim(ctx, req)
+				require.NoError(t, err)
+				got := make(chan *Claim, 1)
+				go func() {
+					c, _ := waiter.Await(ctx, req)
+					got <- c
+				}()
+				time.Sleep(100 * time.Millisecond)
+				require.NoError(t, c.Lease.Release(ctx))
+				w := <-got
+				require.NotNil(t, w)
+				require.Equal(t, Claimed, w.Status)
+				require.NoError(t, w.Lease.Release(ctx))
+			})
+
+			t.Run("the deadline ends the wait", func(t *testing.T) {
+				owner, waiter := newStore(t, b, Options{}), newStore(t, b, Options{})
+				req := newReq(t)
+				c, err := owner.Claim(ctx, req)
+				require.NoError(t, err)
+				wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				_, err = waiter.Await(wctx, req)
+				require.ErrorIs(t, err, ErrInProgress)
+				require.Less(t, time.Since(start), time.Second)
+				require.NoError(t, c.Lease.Release(ctx))
+			})
+		})
+	}
+}
+
+// TestReplayCache: with ReplayCacheBytes, replays of an outcome this
+// process saw cost no round trip, never for another fingerprint, and never
+// past the record's retention.
+func TestReplayCache(t *testing.T) {
+	srv := realBackend(t)
+	client := srv.newClient(t).(*redis.Client)
+	rt := &trips{}
+	client.AddHook(rt)
+	s := newStore(t, backend{client: client}, Options{ReplayCacheBytes: 1 << 20, Lease: 100 * time.Millisecond, Retention: 700 * time.Millisecond})
+	ctx := context.Background()
+	req := newReq(t)
+	c, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
+	rt.n = 0
+	for range 5 {
+		r, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Replayed, r.Status)
+		require.Equal(t, "done", string(r.Response.Body))
+	}
+	require.Zero(t, rt.n, "replays from the cache")
+	other := req
+	other.Fingerprint = "another"
+	_, err = s.Claim(ctx, other)
+	require.ErrorIs(t, err, ErrMismatch, "another fingerprint asks Redis")
+
+	// Another process's outcome, fetched once, then cached with its TTL.
+	s2 := newStore(t, backend{client: client}, Options{ReplayCacheBytes: 1 << 20, Lease: 100 * time.Millisecond, Retention: 700 * time.Millisecond})
+	rt.n = 0
+	for range 3 {
+		r, err := s2.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Replayed, r.Status)
+	}
+	require.Equal(t, 1, rt.n)
+
+	// Past the retention, the cache holds nothing: the key is new again.
+	require.Eventually(t, func() bool {
+		r, err := s.Claim(ctx, req)
+		if err == nil && r.Lease != nil {
+			_ = r.Lease.Release(ctx)
+			return true
+		}
+		return false
+	}, 5*time.Second, 20*time.Millisecond)
+}

@@ -1,0 +1,216 @@
+package redisstore
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// In-process collapse: concurrent claims of one key in one process share one
+// claim, and while this process runs the key's operation, its duplicates are
+// answered here, without Redis. Redis stays the referee between processes;
+// the flight only spares it the questions whose answer this process already
+// knows.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+// flight is one key's claim by this process, and then its run.
+type flight struct {
+	fp      [fpLen]byte
+	claimed chan struct{} // closed once the leader's claim has its answer
+	done    chan struct{} // closed when the flight ends
+
+	// Set before claimed closes.
+	claim *Claim
+	err   error
+
+	// Set before done closes: the outcome, when the run stored one.
+	resp *Response
+
+	lease *Lease // the run's lease, once owned
+}
+
+// join returns the key's flight and whether the caller leads it (a new
+// flight). It returns nil when the key's flight is for another fingerprint:
+// only Redis can answer that claim.
+func (fs *flights) join(key string, fp *[fpLen]byte) (f *flight, leader bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f = fs.m[key]; f != nil {
+		if f.fp != *fp {
+			return nil, false
+		}
+		return f, false
+	}
+	if fs.m == nil {
+		fs.m = map[string]*flight{}
+	}
+	f = &flight{fp: *fp, claimed: make(chan struct{}), done: make(chan struct{})}
+	fs.m[key] = f
+	return f, true
+}
+
+// get returns the key's flight, if any.
+func (fs *flights) get(key string) *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.m[key]
+}
+
+// end ends f with resp, the outcome its run stored (nil for none).
+func (fs *flights) end(key string, f *flight, resp *Response) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.m[key] != f {
+		return // ended already
+	}
+	delete(fs.m, key)
+	f.resp = resp
+	close(f.done)
+}
+
+// collapse claims l's key, sharing one claim with the concurrent claims of
+// the same key and fingerprint in this process.
+func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
+	key := l.keys.record()
+	f, leader := s.flights.join(key, &l.fp)
+	switch {
+	case f == nil:
+		return s.claim(ctx, l)
+	case leader:
+		c, err := s.claim(ctx, l)
+		f.claim, f.err = c, err
+		if c != nil && c.Lease != nil {
+			f.lease, c.Lease.flight = c.Lease, f
+		}
+		close(f.claimed)
+		if c == nil || c.Lease == nil {
+			var resp *Response
+			if c != nil {
+				resp = &c.Response
+			}
+			s.flights.end(key, f, resp)
+		}
+		return c, err
+	}
+	select {
+	case <-f.claimed:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
+	}
+	var ip *InProgressError
+	switch {
+	case f.err == nil && f.claim.Status == Replayed:
+		return &Claim{Status: Replayed, Response: f.claim.Response}, nil
+	case f.err == nil:
+		// This process runs the operation. Its lease is as good as Redis's
+		// answer while its heartbeat keeps it; past that, ask Redis, which
+		// may let the key be taken over.
+		if left := f.lease.left(); left > 0 {
+			return nil, &InProgressError{LeaseLeft: left}
+		}
+	case errors.As(f.err, &ip), errors.Is(f.err, ErrMismatch), errors.Is(f.err, ErrExpired):
+		return nil, f.err // Redis's answer for this key and fingerprint
+	}
+	return s.claim(ctx, l) // the leader failed (its context, Redis): ask for ourselves
+}
+
+// signed records a sign of life of the lease sent at t: a claim, extend or
+// checkpoint that Redis acknowledged.
+func (l *Lease) signed(t time.Time) { l.sign.Store(t.UnixNano()) }
+
+// left returns how long the lease holds at least, by its last sign of life.
+func (l *Lease) left() time.Duration {
+	return l.store.lease - time.Since(time.Unix(0, l.sign.Load()))
+}
+
+// ended ends the lease's flight, with the stored outcome if there is one.
+func (l *Lease) ended(resp *Response) {
+	if l.flight != nil {
+		l.store.flights.end(l.keys.record(), l.flight, resp)
+	}
+	if resp != nil {
+		// The record lives about the retention from the last sign of life
+		// (completion keeps its TTL).
+		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.store.retention))
+	}
+}
+
+// replayCache keeps completed outcomes this process has seen, so that their
+// replays cost no round trip: bounded in bytes, each entry until its record
+// expires in Redis, oldest first out.
+type replayCache struct {
+	mu    sync.Mutex
+	max   int
+	size  int
+	order *list.List // of *cached, oldest first
+	m     map[string]*list.Element
+}
+
+type cached struct {
+	key     string
+	fp      [fpLen]byte
+	resp    Response
+	expires time.Time
+}
+
+func (c *cached) cost() int { return len(c.key) + len(c.resp.Body) + 96 }
+
+// cached returns the replay of l's key from the cache, if it holds one for
+// l's fingerprint. A cached outcome for another fingerprint is left to
+// Redis, which answers the mismatch.
+func (s *Store) cached(l *Lease) (*Claim, bool) {
+	rc := s.cache
+	if rc == nil {
+		return nil, false
+	}
+	key := l.keys.record()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	e, ok := rc.m[key]
+	if !ok {
+		return nil, false
+	}
+	c := e.Value.(*cached)
+	if time.Now().After(c.expires) {
+		rc.remove(e)
+		return nil, false
+	}
+	if c.fp != l.fp {
+		return nil, false
+	}
+	return &Claim{Status: Replayed, Response: c.resp}, true
+}
+
+// remember caches resp as l's key's outcome until expires.
+func (s *Store) remember(l *Lease, resp Response, expires time.Time) {
+	rc := s.cache
+	if rc == nil || time.Until(expires) <= 0 {
+		return
+	}
+	c := &cached{key: l.keys.record(), fp: l.fp, resp: resp, expires: expires}
+	if c.cost() > rc.max {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if e, ok := rc.m[c.key]; ok {
+		rc.remove(e)
+	}
+	rc.m[c.key] = rc.order.PushBack(c)
+	rc.size += c.cost()
+	for rc.size > rc.max {
+		rc.remove(rc.order.Front())
+	}
+}
+
+func (rc *replayCache) remove(e *list.Element) {
+	c := rc.order.Remove(e).(*cached)
+	delete(rc.m, c.key)
+	rc.size -= c.cost()
+}
