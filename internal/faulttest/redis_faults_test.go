@@ -95,7 +95,8 @@ func TestRedisRestartDuringStorm(t *testing.T) {
 		res.rep.KeysPassed, res.rep.KeysInconclusive)
 	// Keys whose every duplicate met the outage got only 503: inconclusive.
 	// A key whose outcome could not be stored (an outage longer than
-	// Complete's ~2s of tries; logged) runs again: the only ones allowed to.
+	// the middleware's max(Timeout, Lease) for Complete; reported) runs
+	// again: the only ones allowed to.
 	reported, unexplained := (&failoverStorm{app: a, out: out}).twice()
 	require.Empty(t, unexplained, "keys ran twice though their outcome was stored")
 	require.Equal(t, len(reported), res.rep.KeysFailed, "storm failures: %+v", res.rep.Failures)
