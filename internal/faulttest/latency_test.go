@@ -123,7 +123,7 @@ func testHeartbeatUnderLatency(t *testing.T, lease, latency time.Duration) {
 func sendQuiet(url, key, body string) (int, bool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, stringsReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
@@ -133,8 +133,6 @@ func sendQuiet(url, key, body string) (int, bool, string) {
 	defer resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", ""
 }
-
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
 // TestClaimUnderBlackholeAndLatency: through the fault proxy, a claim that
 // Redis never answers in time (the script call blackholed, every command
@@ -164,7 +162,7 @@ func TestClaimUnderBlackholeAndLatency(t *testing.T) {
 
 			rule := p.Inject(c.fault)
 			start := time.Now()
-			req, _ := http.NewRequest(http.MethodPost, a.srv.URL, stringsReader(`{}`))
+			req, _ := http.NewRequest(http.MethodPost, a.srv.URL, strings.NewReader(`{}`))
 			req.Header.Set("Content-Type", "application/json") // as send does: the same request
 			req.Header.Set("Idempotency-Key", "k")
 			resp, err := http.DefaultClient.Do(req)
