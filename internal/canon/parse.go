@@ -364,8 +364,16 @@ func (p *parser) member() error {
 	}
 	p.pos++
 	f := &p.stack[len(p.stack)-1]
-	if f.sorted && len(p.members) > int(f.base) && p.cmpNames(int(p.members[len(p.members)-1]), off) >= 0 {
-		f.sorted = false
+	if f.sorted && len(p.members) > int(f.base) {
+		// Names mostly differ in their first byte: decide from it when
+		// neither is a quote or a backslash.
+		prev := int(p.members[len(p.members)-1])
+		a, b := p.src[prev+1], p.src[off+1]
+		if a != b && a != '"' && b != '"' && a != '\\' && b != '\\' {
+			f.sorted = a < b
+		} else {
+			f.sorted = p.cmpNames(prev, off) < 0
+		}
 	}
 	p.members = append(grow(p.members, 1), uint32(off))
 	omit, descend := false, false
@@ -422,8 +430,8 @@ const omittedOut = ^uint32(0)
 // for the objects inside its value.
 func (p *parser) decodedName(off, n int, escaped bool) []byte {
 	depth := len(p.stack) - 1
-	for len(p.path) <= depth {
-		p.path = append(p.path, nil)
+	if len(p.path) <= depth {
+		p.path = append(p.path, make([][]byte, depth+1-len(p.path))...)
 	}
 	var name []byte
 	if escaped {
