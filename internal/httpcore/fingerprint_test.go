@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -106,7 +107,7 @@ type part struct {
 
 // form encodes parts as multipart/form-data with boundary, as Go's writer
 // does, and returns the body and its Content-Type.
-func form(t *testing.T, boundary string, parts ...part) fpRequest {
+func form(t testing.TB, boundary string, parts ...part) fpRequest {
 	t.Helper()
 	var b bytes.Buffer
 	w := multipart.NewWriter(&b)
@@ -460,4 +461,34 @@ func BenchmarkFingerprint(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzFingerprintForm fingerprints arbitrary bodies as multipart/form-data:
+// never a problem or a panic, the same fingerprint twice, and a body that
+// is not fingerprinted by its parts is fingerprinted as its bytes.
+func FuzzFingerprintForm(f *testing.F) {
+	h := &Handler{o: Options{}.withDefaults()}
+	for _, q := range []fpRequest{
+		form(f, "b", part{name: "a", content: "1", noFilename: true}, part{name: "f", filename: "x.txt", contentType: "text/plain", content: "hi"}),
+		form(f, "b"),
+	} {
+		f.Add(q.body, "b")
+	}
+	f.Add([]byte("--b\nContent-Transfer-Encoding: base64\n\nQQ==\n--b--"), "b")
+	f.Add([]byte("--b\r\nContent-Disposition: form-data; name*=utf-8''%e2%82%ac\r\n\r\nx\r\n--b--\r\n"), "b")
+	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Content-Type", mime.FormatMediaType("multipart/form-data", map[string]string{"boundary": boundary}))
+		a, p := h.fingerprint(r, body)
+		require.Nil(t, p)
+		b, _ := h.fingerprint(r, body)
+		require.Equal(t, a, b)
+		r.Header.Set("Content-Type", "text/plain")
+		raw, _ := h.fingerprint(r, body)
+		s := fpPool.Get().(*fpState)
+		defer fpPool.Put(s)
+		if boundary == "" || len(body) == 0 || !s.writeForm(io.Discard, body, boundary) {
+			require.Equal(t, raw, a)
+		}
+	})
 }
