@@ -57,7 +57,8 @@ type Options struct {
 	// IgnoreFields are JSON body members left out of the fingerprint, as
 	// dotted paths from the top-level object ("client_ts",
 	// "meta.sent_at"), for fields that differ between retries of one
-	// request. Default: none.
+	// request. They apply to JSON bodies without a Content-Encoding.
+	// Default: none.
 	IgnoreFields []string
 
 	// MaxBodyBytes is the largest request body the middleware reads and

@@ -2,16 +2,17 @@ package canon_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -19,9 +20,41 @@ import (
 	"github.com/idemkey/idemkey/internal/canon"
 )
 
+// both canonicalises src both ways the package can, directly and in two
+// passes, into a result and into a writer, requires the same outcome of
+// all, and returns it. Documents too large to be read directly (where that
+// could take time in the square of the depth) are read in two passes only.
+func both(t *testing.T, src []byte, opts canon.Options) ([]byte, error) {
+	t.Helper()
+	jsonDirect, writeDirect := canon.JSONDirect, canon.WriteJSONDirect
+	if len(src) > canon.DirectMax {
+		jsonDirect, writeDirect = canon.JSONTwoPass, canon.WriteJSONTwoPass
+	}
+	direct, err := jsonDirect(src, opts)
+	twoPass, err2 := canon.JSONTwoPass(src, opts)
+	require.Equal(t, fmt.Sprint(err), fmt.Sprint(err2), "direct and two-pass errors differ for %q", src)
+	require.Equal(t, string(direct), string(twoPass), "direct and two-pass results differ for %q", src)
+	if err != nil {
+		require.Equal(t, errors.Unwrap(err), errors.Unwrap(err2))
+		require.Nil(t, direct)
+		require.Nil(t, twoPass)
+	} else {
+		require.Equal(t, len(direct), cap(direct))
+		require.Equal(t, len(twoPass), cap(twoPass))
+	}
+	for _, write := range []func(io.Writer, []byte, canon.Options) (int64, error){writeDirect, canon.WriteJSONTwoPass} {
+		var buf bytes.Buffer
+		n, err3 := write(&buf, src, opts)
+		require.Equal(t, fmt.Sprint(err), fmt.Sprint(err3))
+		require.Equal(t, int64(buf.Len()), n)
+		require.Equal(t, string(direct), buf.String(), "WriteJSON wrote other bytes for %q", src)
+	}
+	return direct, err
+}
+
 func canonical(t *testing.T, src string, opts canon.Options) string {
 	t.Helper()
-	out, err := canon.JSON([]byte(src), opts)
+	out, err := both(t, []byte(src), opts)
 	require.NoError(t, err, "input %q", src)
 	return string(out)
 }
@@ -106,6 +139,18 @@ func TestNumbers(t *testing.T) {
 				require.Equal(t, tt.want, canonical(t, tt.want, canon.Options{}), "not idempotent")
 			})
 		}
+	}
+}
+
+// TestGrowingNumbers covers documents whose canonical form is much longer
+// than they are, which are read directly only until the output reaches
+// twice the input, then again in two passes.
+func TestGrowingNumbers(t *testing.T) {
+	for _, n := range []int{1, 10, 100, 10000} {
+		src := "[" + strings.Repeat("1e20,", n) + "-1.5e-7]"
+		want := "[" + strings.Repeat("100000000000000000000,", n) + "-1.5e-7]"
+		require.Equal(t, want, canonical(t, src, canon.Options{}))
+		require.Equal(t, want, canonical(t, " "+src, canon.Options{}))
 	}
 }
 
@@ -210,13 +255,13 @@ func TestDuplicateKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := canon.JSON([]byte(tt.in), canon.Options{})
+			out, err := both(t, []byte(tt.in), canon.Options{})
 			require.Nil(t, out)
 			requireErr(t, err, canon.ErrDuplicateKey, tt.offset)
 		})
 	}
 	t.Run("omitted member still checked", func(t *testing.T) {
-		_, err := canon.JSON([]byte(`{"ts":1,"ts":2,"a":3}`), canon.Options{Omit: []string{"ts"}})
+		_, err := both(t, []byte(`{"ts":1,"ts":2,"a":3}`), canon.Options{Omit: []string{"ts"}})
 		requireErr(t, err, canon.ErrDuplicateKey, 8)
 	})
 	t.Run("same name in sibling objects is fine", func(t *testing.T) {
@@ -232,44 +277,71 @@ func TestDepth(t *testing.T) {
 	t.Run("default limit", func(t *testing.T) {
 		canonical(t, nest(canon.DefaultMaxDepth, "[", "]"), canon.Options{})
 		canonical(t, nest(canon.DefaultMaxDepth, `{"a":`, "}"), canon.Options{})
-		_, err := canon.JSON([]byte(nest(canon.DefaultMaxDepth+1, "[", "]")), canon.Options{})
+		_, err := both(t, []byte(nest(canon.DefaultMaxDepth+1, "[", "]")), canon.Options{})
 		requireErr(t, err, canon.ErrDepth, canon.DefaultMaxDepth)
-		_, err = canon.JSON([]byte(nest(canon.DefaultMaxDepth+1, `{"a":`, "}")), canon.Options{})
+		_, err = both(t, []byte(nest(canon.DefaultMaxDepth+1, `{"a":`, "}")), canon.Options{})
 		requireErr(t, err, canon.ErrDepth, 5*canon.DefaultMaxDepth)
 	})
 	t.Run("custom limit", func(t *testing.T) {
 		canonical(t, `[[1]]`, canon.Options{MaxDepth: 2})
-		_, err := canon.JSON([]byte(`[[[1]]]`), canon.Options{MaxDepth: 2})
+		_, err := both(t, []byte(`[[[1]]]`), canon.Options{MaxDepth: 2})
 		requireErr(t, err, canon.ErrDepth, 2)
-		_, err = canon.JSON([]byte(`[{}]`), canon.Options{MaxDepth: 1})
+		_, err = both(t, []byte(`[{}]`), canon.Options{MaxDepth: 1})
 		requireErr(t, err, canon.ErrDepth, 1)
 		require.Equal(t, `1`, canonical(t, `1`, canon.Options{MaxDepth: 1}))
 		canonical(t, nest(canon.DefaultMaxDepth, "[", "]"), canon.Options{MaxDepth: -1})
 	})
 	t.Run("bomb", func(t *testing.T) {
+		// Refused where the limit is passed, having built nothing in
+		// proportion to the input (1 to 6 MB): no clock needed.
 		for _, open := range []string{"[", `{"a":`, `[{"a":`} {
 			bomb := []byte(strings.Repeat(open, 1_000_000))
-			start := time.Now()
-			_, err := canon.JSON(bomb, canon.Options{})
-			require.Less(t, time.Since(start), time.Second)
-			requireErr(t, err, canon.ErrDepth, -1)
+			var err error
+			alloc := allocatedBy(func() { _, err = canon.JSON(bomb, canon.Options{}) })
+			requireErr(t, err, canon.ErrDepth, nthBracket(bomb, canon.DefaultMaxDepth+1))
+			require.Less(t, alloc, uint64(64<<10), "allocated for %q", open)
 		}
 	})
 	t.Run("deep input under a high limit", func(t *testing.T) {
-		// No recursion: a million levels neither overflow the stack nor
-		// take long.
+		// No recursion: a million levels fit in a 4 MiB goroutine stack,
+		// where a recursive reader would need hundreds of megabytes and
+		// crash the test, and the memory is linear in the depth. There is
+		// no wall-clock bound (a fixed 10 s took 15.9 s on a loaded 2-core
+		// machine): the work is linear too, and quadratic work on a million
+		// levels would outlast the test binary's timeout by far.
 		const depth = 1_000_000
 		opts := canon.Options{MaxDepth: depth}
-		start := time.Now()
-		out := canonical(t, nest(depth, "[", "]"), opts)
-		require.Equal(t, nest(depth, "[", "]"), out)
-		_, err := canon.JSON([]byte(strings.Repeat("[", depth)), opts)
-		requireErr(t, err, canon.ErrSyntax, depth)
-		obj := nest(depth/10, `{"b":0,"a":`, "}")
-		out = canonical(t, obj, canon.Options{MaxDepth: depth})
-		require.True(t, strings.HasPrefix(out, `{"a":{"a":`))
-		require.Less(t, time.Since(start), 10*time.Second)
+		arrays := []byte(nest(depth, "[", "]"))
+		objects := []byte(nest(depth/10, `{"b":0,"a":`, "}"))
+		var out, out2 []byte
+		var err, err2 error
+		alloc := allocatedBy(func() {
+			old := debug.SetMaxStack(4 << 20)
+			defer debug.SetMaxStack(old)
+			out, err = canon.JSON(arrays, opts)
+			_, err2 = canon.JSON(arrays[:depth], opts)
+			out2, _ = canon.JSON(objects, opts)
+		})
+		require.NoError(t, err)
+		require.Equal(t, string(arrays), string(out))
+		requireErr(t, err2, canon.ErrSyntax, depth)
+		require.True(t, strings.HasPrefix(string(out2), `{"a":{"a":`))
+		// 2.1 million levels in all: a few hundred bytes a level, with
+		// slices grown by append.
+		require.Less(t, alloc, uint64(512*depth*21/10), "%d bytes allocated", alloc)
 	})
+}
+
+// nthBracket returns the offset of the nth '[' or '{' in s.
+func nthBracket(s []byte, n int) int64 {
+	for i, c := range s {
+		if c == '[' || c == '{' {
+			if n--; n == 0 {
+				return int64(i)
+			}
+		}
+	}
+	return -1
 }
 
 func TestSyntaxErrors(t *testing.T) {
@@ -343,7 +415,7 @@ func TestSyntaxErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := canon.JSON([]byte(tt.in), canon.Options{})
+			out, err := both(t, []byte(tt.in), canon.Options{})
 			require.Nil(t, out)
 			requireErr(t, err, canon.ErrSyntax, tt.offset)
 			if utf8.ValidString(tt.in) && !strings.Contains(tt.in, `\ud`) {
@@ -354,13 +426,13 @@ func TestSyntaxErrors(t *testing.T) {
 }
 
 func TestErrorMessage(t *testing.T) {
-	_, err := canon.JSON([]byte(`{"secret-name":1,"secret-name":2}`), canon.Options{})
+	_, err := both(t, []byte(`{"secret-name":1,"secret-name":2}`), canon.Options{})
 	require.EqualError(t, err, "canon: duplicate object member name at offset 17")
-	_, err = canon.JSON([]byte(`[1,]`), canon.Options{})
+	_, err = both(t, []byte(`[1,]`), canon.Options{})
 	require.EqualError(t, err, "canon: invalid character ']' looking for beginning of value at offset 3")
-	_, err = canon.JSON([]byte("\x01"), canon.Options{})
+	_, err = both(t, []byte("\x01"), canon.Options{})
 	require.EqualError(t, err, "canon: invalid byte 0x1 looking for beginning of value at offset 0")
-	_, err = canon.JSON([]byte(`[[[`), canon.Options{MaxDepth: 2})
+	_, err = both(t, []byte(`[[[`), canon.Options{MaxDepth: 2})
 	require.EqualError(t, err, "canon: nesting deeper than 2 at offset 2")
 	var se *canon.SyntaxError
 	require.ErrorAs(t, err, &se)
@@ -405,9 +477,9 @@ func TestOmit(t *testing.T) {
 		})
 	}
 	t.Run("omitted value still validated", func(t *testing.T) {
-		_, err := canon.JSON([]byte(`{"ts":01}`), canon.Options{Omit: []string{"ts"}})
+		_, err := both(t, []byte(`{"ts":01}`), canon.Options{Omit: []string{"ts"}})
 		requireErr(t, err, canon.ErrSyntax, 7)
-		_, err = canon.JSON([]byte(`{"ts":[[[1]]]}`), canon.Options{MaxDepth: 3, Omit: []string{"ts"}})
+		_, err = both(t, []byte(`{"ts":[[[1]]]}`), canon.Options{MaxDepth: 3, Omit: []string{"ts"}})
 		requireErr(t, err, canon.ErrDepth, 8)
 	})
 	t.Run("timestamp ignored", func(t *testing.T) {
@@ -462,6 +534,18 @@ func TestAllocs(t *testing.T) {
 		_, _ = canon.AppendJSON(buf[:0], src, canon.Options{})
 	})
 	require.Zero(t, allocs)
+	allocs = testing.AllocsPerRun(100, func() {
+		_, _ = canon.AppendJSONTwoPass(buf[:0], src, opts)
+	})
+	require.Zero(t, allocs)
+	h := sha256.New()
+	for _, write := range []func(io.Writer, []byte, canon.Options) (int64, error){canon.WriteJSONDirect, canon.WriteJSONTwoPass} {
+		allocs = testing.AllocsPerRun(100, func() {
+			h.Reset()
+			_, _ = write(h, src, opts)
+		})
+		require.Zero(t, allocs)
+	}
 }
 
 func TestConcurrent(t *testing.T) {
@@ -588,7 +672,7 @@ func FuzzCanonical(f *testing.F) {
 	}
 	f.Add(benchDoc())
 	f.Fuzz(func(t *testing.T, x []byte) {
-		out, err := canon.JSON(x, canon.Options{})
+		out, err := both(t, x, canon.Options{})
 		valid := json.Valid(x)
 		if err != nil {
 			require.Nil(t, out)
@@ -613,7 +697,7 @@ func FuzzCanonical(f *testing.F) {
 				t.Fatalf("error wraps no sentinel: %v", err)
 			}
 			// Omitting members never turns bad input into good.
-			_, err2 := canon.JSON(x, canon.Options{Omit: []string{"a", "b.c"}})
+			_, err2 := both(t, x, canon.Options{Omit: []string{"a", "b.c"}})
 			require.Error(t, err2)
 			return
 		}
@@ -623,14 +707,14 @@ func FuzzCanonical(f *testing.F) {
 		require.True(t, utf8.Valid(out))
 		require.Equal(t, len(out), cap(out), "size precomputation is off")
 
-		again, err := canon.JSON(out, canon.Options{})
+		again, err := both(t, out, canon.Options{})
 		require.NoError(t, err)
 		require.Equal(t, string(out), string(again), "not idempotent")
 
 		// Re-indenting does not change the canonical form.
 		var ind bytes.Buffer
 		require.NoError(t, json.Indent(&ind, x, "\t", "  "))
-		fromIndented, err := canon.JSON(ind.Bytes(), canon.Options{})
+		fromIndented, err := both(t, ind.Bytes(), canon.Options{})
 		require.NoError(t, err)
 		require.Equal(t, string(out), string(fromIndented))
 
@@ -640,7 +724,7 @@ func FuzzCanonical(f *testing.F) {
 
 		// Omit removes exactly the named members.
 		omit := []string{"a", "b.c"}
-		withOmit, err := canon.JSON(x, canon.Options{Omit: omit})
+		withOmit, err := both(t, x, canon.Options{Omit: omit})
 		require.NoError(t, err)
 		require.True(t, json.Valid(withOmit))
 		if m, ok := vo.(map[string]any); ok {
@@ -818,8 +902,8 @@ func FuzzNumbers(f *testing.F) {
 		f.Add(p[0], p[1])
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		ca, errA := canon.JSON([]byte(a), canon.Options{})
-		cb, errB := canon.JSON([]byte(b), canon.Options{})
+		ca, errA := both(t, []byte(a), canon.Options{})
+		cb, errB := both(t, []byte(b), canon.Options{})
 		if errA != nil || errB != nil || !isNumber(a) || !isNumber(b) {
 			return
 		}

@@ -3,10 +3,12 @@
 // mean the same (members reordered, re-indented, escaped differently) give the
 // same canonical bytes, and a change to any value changes them.
 //
-// JSON returns the canonical form of a document and AppendJSON appends it to
-// a buffer. Both read the input in a single pass without recursion, never
-// convert numbers to floating point, and allocate nothing but the result once
-// their internal buffers have warmed up.
+// JSON returns the canonical form of a document, AppendJSON appends it to a
+// buffer and WriteJSON writes it to an io.Writer such as a hash. They read
+// the input without recursion, never convert numbers to floating point, and
+// allocate nothing but JSON's result once their internal buffers have warmed
+// up (for documents up to 64 KiB, whose buffers are kept for reuse). All
+// are safe for concurrent use.
 //
 // # Canonical form
 //
@@ -73,10 +75,29 @@
 // # Errors
 //
 // Every error returned for bad input is a *SyntaxError carrying the byte
-// offset at which the problem was found. It wraps exactly one of ErrSyntax,
-// ErrDepth and ErrDuplicateKey, so callers can tell the cases apart with
-// errors.Is. The message never quotes member names or string values from the
+// offset at which the problem was found and a reason (its Msg field) that
+// names no package, fit to show to whoever sent the document. It wraps
+// exactly one of ErrSyntax, ErrDepth, ErrDuplicateKey and ErrTooLarge (for a
+// document of 4 GiB or more), so callers can tell the cases apart with
+// errors.Is. The reason never quotes member names or string values from the
 // input, only at most the single offending byte, so it is safe to log.
+//
+// # Memory
+//
+// A document of up to 64 KiB that nests no deeper than DefaultMaxDepth is
+// read once, its canonical form written as it goes; an object whose members
+// come out of order is put in order when it closes, by copying its members'
+// text. Others, and the few small documents that would cost more that way
+// (numbers that grow, such as 1e20 to 21 digits; an object with more than
+// one member per 16 bytes), are read twice: the first pass checks the
+// document and records where the members of each out-of-order object go, in
+// a few bytes per member, and the second writes the canonical form. Array
+// elements, strings and numbers cost nothing either way. The peak of the
+// memory used, the result of JSON included, stays under 4 bytes per input
+// byte (about 2.2 at most for the shapes of document in the package's
+// tests), or under 4 bytes besides the result when the canonical form is
+// longer than twice the input. WriteJSON never holds a large document's
+// canonical form, so feeding a hash with it costs the least.
 //
 // # Omitting members
 //

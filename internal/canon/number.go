@@ -1,7 +1,7 @@
 package canon
 
 import (
-	"math/big"
+	"errors"
 	"strconv"
 )
 
@@ -9,16 +9,24 @@ import (
 // fit, with any adjustment by the length of the input, in an int64.
 const maxSmallExp = 18
 
-// number reads a number at p.pos and adds its canonical text as a node.
-func (p *parser) number() error {
-	s := p.src
-	start := p.pos
-	i := start
-	neg := s[i] == '-'
-	if neg {
+// num is a number as read from src: the offsets of its digits.
+type num struct {
+	neg, expNeg        bool
+	intStart, intEnd   int
+	fracStart, fracEnd int // equal if there is no fraction
+	expStart, expEnd   int // equal if there is no exponent
+	end                int
+}
+
+// scanNumber reads the number that starts at s[i]. If it is malformed, it
+// returns the offset of the first byte that does not fit and what was being
+// read there.
+func scanNumber(s []byte, i int) (n num, errOff int, context string) {
+	n.neg = s[i] == '-'
+	if n.neg {
 		i++
 	}
-	intStart := i
+	n.intStart = i
 	switch {
 	case i < len(s) && s[i] == '0':
 		i++
@@ -27,51 +35,80 @@ func (p *parser) number() error {
 			i++
 		}
 	default:
-		return p.failChar(i, "in number")
+		return n, i, "in number"
 	}
-	intEnd := i
-	fracStart, fracEnd := i, i
+	n.intEnd = i
+	n.fracStart, n.fracEnd = i, i
 	if i < len(s) && s[i] == '.' {
 		i++
-		fracStart = i
+		n.fracStart = i
 		if i >= len(s) || !isDigit(s[i]) {
-			return p.failChar(i, "after decimal point in number")
+			return n, i, "after decimal point in number"
 		}
 		for i < len(s) && isDigit(s[i]) {
 			i++
 		}
-		fracEnd = i
+		n.fracEnd = i
 	}
-	expNeg := false
-	expStart, expEnd := i, i
+	n.expStart, n.expEnd = i, i
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		i++
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			expNeg = s[i] == '-'
+			n.expNeg = s[i] == '-'
 			i++
 		}
-		expStart = i
+		n.expStart = i
 		if i >= len(s) || !isDigit(s[i]) {
-			return p.failChar(i, "in exponent of number")
+			return n, i, "in exponent of number"
 		}
 		for i < len(s) && isDigit(s[i]) {
 			i++
 		}
-		expEnd = i
+		n.expEnd = i
 	}
-	p.pos = i
+	n.end = i
+	return n, 0, ""
+}
 
-	intDigits := s[intStart:intEnd]
-	// A plain integer is canonical unless it is -0 or has too many digits
-	// for plain notation.
-	if fracStart == fracEnd && expStart == expEnd && len(intDigits) <= 21 &&
-		!(neg && intDigits[0] == '0') {
-		p.addScalar(true, start, i)
-		return nil
+// plain reports whether the number's source text is canonical: an integer
+// other than -0 with digits few enough for plain notation.
+func (n *num) plain(s []byte) bool {
+	return n.fracStart == n.fracEnd && n.expStart == n.expEnd && n.intEnd-n.intStart <= 21 &&
+		!(n.neg && s[n.intStart] == '0')
+}
+
+// appendTo appends the number's canonical text.
+func (n *num) appendTo(dst, s []byte) []byte {
+	return appendNumber(dst, n.neg, s[n.intStart:n.intEnd], s[n.fracStart:n.fracEnd], n.expNeg, s[n.expStart:n.expEnd])
+}
+
+// errLong ends reading a document directly: see run.
+var errLong = errors.New("canon: read in two passes")
+
+// number reads (in pass 1) the number at p.pos and counts its canonical
+// length.
+func (p *parser) number() error {
+	n, errOff, context := scanNumber(p.src, p.pos)
+	if context != "" {
+		return p.failChar(errOff, context)
 	}
-	from := len(p.buf)
-	p.buf = appendNumber(p.buf, neg, intDigits, s[fracStart:fracEnd], expNeg, s[expStart:expEnd])
-	p.addScalar(false, from, len(p.buf))
+	switch {
+	case p.direct && n.plain(p.src):
+		p.out = append(p.out, p.src[p.pos:n.end]...)
+	case p.direct:
+		// The canonical text is at most 25 bytes longer than the source
+		// text (1e20 is 21 digits, 1e-6 is 0.000001).
+		if len(p.out)+(n.end-p.pos)+25 > cap(p.out) {
+			return errLong
+		}
+		p.out = n.appendTo(p.out, p.src)
+	case n.plain(p.src):
+		p.size += n.end - p.pos
+	default:
+		p.scratch = n.appendTo(p.scratch[:0], p.src)
+		p.size += len(p.scratch)
+	}
+	p.pos = n.end
 	return nil
 }
 
@@ -124,17 +161,18 @@ func appendNumber(dst []byte, neg bool, intDigits, fracDigits []byte, expNeg boo
 			dst = append(dst, '.')
 			dst = digits(dst, a+1, b+1)
 		}
-		e := new(big.Int)
-		e.SetString(string(expDigits), 10)
-		if expNeg {
-			e.Neg(e)
-		}
-		e.Add(e, big.NewInt(adjust-1))
+		// |n-1| = |exp| + (adjust-1) for a positive exponent and |exp| -
+		// (adjust-1) for a negative one, where |adjust-1| < 2^32 < |exp|,
+		// so the sign is the exponent's.
 		dst = append(dst, 'e')
-		if e.Sign() >= 0 {
+		t := adjust - 1
+		if expNeg {
+			dst = append(dst, '-')
+			t = -t
+		} else {
 			dst = append(dst, '+')
 		}
-		return e.Append(dst, 10)
+		return appendDecimalSum(dst, expDigits, t)
 	}
 
 	var exp int64
@@ -175,4 +213,47 @@ func appendNumber(dst []byte, neg bool, intDigits, fracDigits []byte, expNeg boo
 		dst = strconv.AppendInt(dst, n-1, 10)
 	}
 	return dst
+}
+
+// appendDecimalSum appends the decimal digits of d + t, where d is a string
+// of digits without leading zeros and t is small enough that d + t > 0. It
+// never makes dst longer than the result, so that an exactly sized buffer
+// does not grow.
+func appendDecimalSum(dst, d []byte, t int64) []byte {
+	start := len(dst)
+	dst = append(dst, d...)
+	u := uint64(t)
+	if t < 0 {
+		u = uint64(-t)
+	}
+	carry := 0 // +1 carry, -1 borrow
+	for i := len(dst) - 1; u > 0 || carry != 0; i-- {
+		if i < start { // a carry out of the top digit
+			dst = append(dst, 0)
+			copy(dst[start+1:], dst[start:])
+			dst[start] = '1'
+			break
+		}
+		v := int(dst[i]-'0') + carry
+		if t < 0 {
+			v -= int(u % 10)
+		} else {
+			v += int(u % 10)
+		}
+		u /= 10
+		switch {
+		case v < 0:
+			v, carry = v+10, -1
+		case v > 9:
+			v, carry = v-10, 1
+		default:
+			carry = 0
+		}
+		dst[i] = byte('0' + v)
+	}
+	k := start
+	for dst[k] == '0' {
+		k++
+	}
+	return append(dst[:start], dst[k:]...)
 }

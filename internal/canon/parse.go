@@ -1,82 +1,102 @@
 package canon
 
 import (
-	"bytes"
+	"cmp"
+	"encoding/binary"
+	"io"
+	"math/bits"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
-// The parser works in two phases. parse reads src once, without recursion,
-// and records the document as a tape of nodes in source order, a container's
-// descendants right after it. Scalars are canonicalised as they are read:
-// their canonical text is either a span of src (when the source text is
-// already canonical, the common case) or a span of p.buf. When an object
-// closes, its members are sorted and checked for duplicates, and the sorted
-// order is kept in p.order. emit then walks the tape, again without
-// recursion, writing objects in sorted order. Every node knows the size of
-// its canonical text, so the output is allocated once at its exact size.
+// The parser reads src without recursion, in one of two ways.
+//
+// Directly (p.direct, for documents up to directMax bytes): parse writes
+// the canonical form to p.out as it reads. Objects whose members turn out
+// to be out of order are put in order when they close, by copying their
+// members' text in sorted order through p.tmp; p.outs says where each
+// member's text starts. Omitted members are written and then cut off.
+//
+// In two passes (larger documents): parse (pass 1) validates the whole
+// document and computes the exact size of its canonical form, keeping only
+// what pass 2 cannot see again on its own: for each object whose members
+// are not already in order, where its members are in sorted order (p.blocks,
+// found through p.index), and where the members left out by Options.Omit
+// are (p.omitted). emit (pass 2, in emit.go) reads src again and writes the
+// canonical form: arrays and objects already in order straight through, the
+// others member by member in the order pass 1 recorded. So the memory used
+// is a few bytes per member of an unordered object, and nothing per array
+// element, string or number; output aside, which WriteJSON never holds.
+//
+// Either way, while an object is open its members are a list of 4-byte
+// offsets (p.members), and their names are compared where they stand in
+// src. Direct reading is faster, as nothing is read twice, but holds the
+// output twice and 12 bytes per member while their object is open.
 
-type nodeKind uint8
+// directMax is the size of the largest document read directly.
+const directMax = 64 << 10
 
-const (
-	kindScalar nodeKind = iota
-	kindArray
-	kindObject
-)
-
-type node struct {
-	kind  nodeKind
-	inSrc bool // scalar: start and end index src rather than buf
-	// start and end give a scalar's canonical text, and an object's span of
-	// order: the node indexes of its member names, sorted and without the
-	// omitted members. Each name's node is followed by its value's.
-	start, end int
-	next       int // index of the first node after this node's subtree
-	size       int // length of the value's canonical text
-}
-
-// member is an object member seen while the object is open.
-type member struct {
-	name    []byte // decoded name
-	keyNode int    // index of the name's node; the value's follows it
-	off     int    // offset of the name in src
-	omit    bool   // leave out of the canonical form
-}
-
-// frame is an open array or object.
+// frame is an array or object open in pass 1.
 type frame struct {
-	node     int  // index of the container's node
-	object   bool // an object rather than an array
-	base     int  // object: index in members of its first member
-	nameBase int  // object: len(names) when it opened
-	size     int  // array: total size of the elements so far
-	count    int  // array: number of elements so far
-	live     bool // object: Omit entries may match its members
-	descend  bool // object: Omit entries may match inside the current member's value
-	name     []byte
+	open    uint32 // offset of the opening bracket
+	base    uint32 // object: index in members of its first member
+	nOmit   uint32 // object: number of its members omitted
+	object  bool
+	live    bool   // object: Omit entries may match its members
+	descend bool   // object: Omit entries may match inside the current member's value
+	omitCur bool   // object: the current member is omitted
+	sorted  bool   // object: the member names so far are in strictly increasing order
+	muted   bool   // inside an omitted member's value: written nowhere
+	written bool   // object: a member has been written (the next needs a comma)
+	outOpen uint32 // direct: offset in out of the opening bracket
 }
 
-type emitFrame struct {
-	node int // index of the container's node
-	cur  int // array: next element's node; object: next index in order
+// entry locates the block of an unordered object: see parse.
+type entry struct {
+	open  uint32 // offset of the object's '{'
+	block uint32 // offset in blocks
 }
+
+// span is an omitted member: from its name to the end of its value.
+type span struct{ off, end uint32 }
 
 type parser struct {
 	src      []byte
 	pos      int
 	maxDepth int
 	omit     []string
-	last     int // index of the node of the value completed last
+	size     int // pass 1: length of the canonical form counted so far
 
-	nodes     []node
-	order     []int
-	members   []member
-	stack     []frame
-	names     []byte // decoded names that had escapes, for open objects
-	buf       []byte // canonical text of scalars that differs from src
-	dec       []byte // scratch: the decoded string value being read
-	emitStack []emitFrame
+	stack   []frame
+	members []uint32 // name offsets of the members of open objects
+	path    [][]byte // decoded name of the current member of each live object
+	pathBuf [][]byte // storage for path entries that had escapes
+	// blocks holds, for each unordered object, as uvarints: the offset of
+	// its '}' and the number of members written, both relative to its '{',
+	// then the offsets of those members' names, relative too, in sorted
+	// order.
+	blocks   []byte
+	index    []entry // one per block, sorted by open after pass 1
+	omitted  []span  // in source order
+	omitSize int     // size before the current omitted member, or len(out) directly
+	scratch  []byte  // a number's canonical text, to count its length
+
+	// direct reading
+	direct bool
+	out    []byte
+	outs   []uint32 // offset in out of the text of each member in members
+	perm   []uint32 // scratch: an object's members in sorted order
+	tmp    []byte   // scratch: an object's members' text in sorted order
+
+	// pass 2
+	estack  []eframe
+	w       io.Writer
+	written int64
+	err     error // from w
+	chunk   []byte
 }
 
 // safe reports the bytes that stand for themselves both inside a JSON string
@@ -91,14 +111,35 @@ var safe = func() (t [256]bool) {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 func (p *parser) skipWS() {
-	for p.pos < len(p.src) {
-		switch p.src[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
+	if p.pos < len(p.src) && p.src[p.pos] > ' ' {
+		return
+	}
+	p.skipWSSlow()
+}
+
+func (p *parser) skipWSSlow() {
+	s := p.src
+	i := p.pos
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\r':
+			i++
+		case '\n':
+			// Indentation follows: skip its spaces a word at a time.
+			i++
+			for i+8 <= len(s) {
+				if y := binary.LittleEndian.Uint64(s[i:]) ^ ones*' '; y != 0 {
+					i += bits.TrailingZeros64(y) / 8
+					break
+				}
+				i += 8
+			}
 		default:
+			p.pos = i
 			return
 		}
 	}
+	p.pos = i
 }
 
 func (p *parser) fail(sentinel error, off int, msg string) error {
@@ -120,17 +161,11 @@ func (p *parser) failChar(off int, context string) error {
 	return p.fail(ErrSyntax, off, "invalid "+what+" "+context)
 }
 
-func (p *parser) addScalar(inSrc bool, start, end int) {
-	i := len(p.nodes)
-	p.nodes = append(p.nodes, node{
-		kind: kindScalar, inSrc: inSrc, start: start, end: end,
-		next: i + 1, size: end - start,
-	})
-	p.last = i
-}
-
-// parse reads the whole of src into the tape.
+// parse is pass 1: it reads the whole of src.
 func (p *parser) parse() error {
+	if uint64(len(p.src)) >= maxLen {
+		return p.fail(ErrTooLarge, 0, "document of 4 GiB or more")
+	}
 	for {
 		opened, err := p.value()
 		if err != nil {
@@ -147,12 +182,20 @@ func (p *parser) parse() error {
 				if p.pos < len(p.src) {
 					return p.failChar(p.pos, "after top-level value")
 				}
+				p.finish()
 				return nil
 			}
 			f := &p.stack[len(p.stack)-1]
-			if !f.object {
-				f.size += p.nodes[p.last].size
-				f.count++
+			if f.omitCur {
+				// Only omitted members' values end here with omitCur
+				// set; forget their text and remember where they are.
+				if p.direct {
+					p.out = p.out[:p.omitSize]
+				} else {
+					p.size = p.omitSize
+					p.omitted = append(grow(p.omitted, 1), span{p.members[len(p.members)-1], uint32(p.pos)})
+				}
+				f.omitCur = false
 			}
 			p.skipWS()
 			if p.pos >= len(p.src) {
@@ -165,6 +208,10 @@ func (p *parser) parse() error {
 					if err := p.member(); err != nil {
 						return err
 					}
+				} else if p.direct {
+					p.out = append(p.out, ',')
+				} else {
+					p.size++
 				}
 				break
 			}
@@ -181,6 +228,25 @@ func (p *parser) parse() error {
 			return p.failChar(p.pos, "after array element")
 		}
 	}
+}
+
+// finish sorts the index for pass 2's binary search. Blocks are recorded as
+// objects close, so an object's block comes after those of the objects
+// inside it.
+func (p *parser) finish() {
+	if !slices.IsSortedFunc(p.index, cmpEntry) {
+		slices.SortFunc(p.index, cmpEntry)
+	}
+}
+
+func cmpEntry(a, b entry) int {
+	switch {
+	case a.open < b.open:
+		return -1
+	case a.open > b.open:
+		return 1
+	}
+	return 0
 }
 
 func containerName(object bool) string {
@@ -204,22 +270,28 @@ func (p *parser) value() (opened bool, err error) {
 			return false, p.fail(ErrDepth, p.pos, "nesting deeper than "+strconv.Itoa(p.maxDepth))
 		}
 		object := c == '{'
-		kind, end := kindArray, byte(']')
-		live := false
-		if object {
-			kind, end = kindObject, '}'
-			if len(p.stack) == 0 {
-				live = len(p.omit) > 0
-			} else {
-				parent := &p.stack[len(p.stack)-1]
-				live = parent.object && parent.descend
-			}
+		end := byte(']')
+		live, muted := false, false
+		if len(p.stack) == 0 {
+			live = object && len(p.omit) > 0
+		} else {
+			parent := &p.stack[len(p.stack)-1]
+			live = object && parent.object && parent.descend
+			muted = parent.muted || parent.omitCur
 		}
-		p.stack = append(p.stack, frame{
-			node: len(p.nodes), object: object,
-			base: len(p.members), nameBase: len(p.names), live: live,
+		if object {
+			end = '}'
+		}
+		p.stack = append(grow(p.stack, 1), frame{
+			open: uint32(p.pos), base: uint32(len(p.members)),
+			object: object, live: live, muted: muted, sorted: true,
+			outOpen: uint32(len(p.out)),
 		})
-		p.nodes = append(p.nodes, node{kind: kind})
+		if p.direct {
+			p.out = append(p.out, c)
+		} else {
+			p.size++
+		}
 		p.pos++
 		p.skipWS()
 		if p.pos < len(p.src) && p.src[p.pos] == end {
@@ -231,7 +303,19 @@ func (p *parser) value() (opened bool, err error) {
 		}
 		return true, nil
 	case '"':
-		_, err = p.str(false)
+		start := p.pos
+		n, escaped, err := p.str()
+		switch {
+		case err != nil:
+			return false, err
+		case !p.direct:
+			p.size += n
+		case escaped:
+			p.pos = start
+			p.out = p.emitString(p.out)
+		default:
+			p.out = append(p.out, p.src[start:p.pos]...)
+		}
 	case 't':
 		err = p.literal("true")
 	case 'f':
@@ -255,7 +339,11 @@ func (p *parser) literal(lit string) error {
 		}
 	}
 	p.pos += len(lit)
-	p.addScalar(true, start, p.pos)
+	if p.direct {
+		p.out = append(p.out, lit...)
+	} else {
+		p.size += len(lit)
+	}
 	return nil
 }
 
@@ -266,7 +354,7 @@ func (p *parser) member() error {
 		return p.failChar(p.pos, "looking for object member name")
 	}
 	off := p.pos
-	name, err := p.str(true)
+	n, escaped, err := p.str()
 	if err != nil {
 		return err
 	}
@@ -276,14 +364,96 @@ func (p *parser) member() error {
 	}
 	p.pos++
 	f := &p.stack[len(p.stack)-1]
+	if f.sorted && len(p.members) > int(f.base) {
+		// Names mostly differ in their first byte: decide from it when
+		// neither is a quote or a backslash.
+		prev := int(p.members[len(p.members)-1])
+		a, b := p.src[prev+1], p.src[off+1]
+		if a != b && a != '"' && b != '"' && a != '\\' && b != '\\' {
+			f.sorted = a < b
+		} else {
+			f.sorted = p.cmpNames(prev, off) < 0
+		}
+	}
+	p.members = append(grow(p.members, 1), uint32(off))
 	omit, descend := false, false
 	if f.live {
-		omit, descend = p.matchOmit(name)
+		omit, descend = p.matchOmit(p.decodedName(off, n, escaped))
 	}
-	f.name = name
 	f.descend = descend && !omit
-	p.members = append(p.members, member{name: name, keyNode: len(p.nodes) - 1, off: off, omit: omit})
+	if omit {
+		f.omitCur = true
+		f.nOmit++
+		if p.direct {
+			p.outs = append(grow(p.outs, 1), omittedOut)
+			p.omitSize = len(p.out)
+		} else {
+			p.omitSize = p.size
+		}
+		return nil
+	}
+	if !p.direct {
+		if f.written {
+			p.size++ // comma
+		}
+		f.written = true
+		p.size += n + 1 // name and colon
+		return nil
+	}
+	if 16*len(p.outs) > len(p.src)+4096 {
+		// One object with very many small members, whose 12 bytes each
+		// (in members, outs and perm) cost more than its text: see run.
+		return errLong
+	}
+	if f.written {
+		p.out = append(p.out, ',')
+	}
+	f.written = true
+	p.outs = append(grow(p.outs, 1), uint32(len(p.out)))
+	if escaped {
+		end := p.pos
+		p.pos = off
+		p.out = p.emitString(p.out)
+		p.pos = end
+	} else {
+		p.out = append(p.out, p.src[off:off+n]...)
+	}
+	p.out = append(p.out, ':')
 	return nil
+}
+
+// omittedOut stands in p.outs for a member that is not written.
+const omittedOut = ^uint32(0)
+
+// decodedName returns the name at off, n bytes long in its canonical form,
+// of the innermost open object, which must be live, and keeps it in p.path
+// for the objects inside its value.
+func (p *parser) decodedName(off, n int, escaped bool) []byte {
+	depth := len(p.stack) - 1
+	if len(p.path) <= depth {
+		p.path = append(p.path, make([][]byte, depth+1-len(p.path))...)
+	}
+	var name []byte
+	if escaped {
+		for len(p.pathBuf) <= depth {
+			p.pathBuf = append(p.pathBuf, nil)
+		}
+		r := nameReader{s: p.src, i: off + 1}
+		b := p.pathBuf[depth][:0]
+		for {
+			c, ok := r.next()
+			if !ok {
+				break
+			}
+			b = append(b, c)
+		}
+		p.pathBuf[depth] = b
+		name = b
+	} else {
+		name = p.src[off+1 : off+n-1] // without escapes, canonical text is source text
+	}
+	p.path[depth] = name
+	return name
 }
 
 // matchOmit reports whether the path to the member name of the innermost
@@ -295,7 +465,7 @@ func (p *parser) matchOmit(name []byte) (omit, descend bool) {
 		for i := 0; ; i++ {
 			comp := name
 			if i < top {
-				comp = p.stack[i].name
+				comp = p.path[i]
 			}
 			head, tail, more := strings.Cut(rest, ".")
 			if head != string(comp) {
@@ -321,116 +491,178 @@ func (p *parser) matchOmit(name []byte) (omit, descend bool) {
 // close closes the innermost open container.
 func (p *parser) close() error {
 	f := &p.stack[len(p.stack)-1]
-	n := &p.nodes[f.node]
-	n.next = len(p.nodes)
 	if f.object {
 		ms := p.members[f.base:]
-		if err := p.sortMembers(ms); err != nil {
-			return err
-		}
-		n.start = len(p.order)
-		size, count := 2, 0
-		for _, m := range ms {
-			if m.omit {
-				continue
+		if !f.sorted {
+			if p.direct {
+				outs := p.outs[f.base:]
+				perm := grow(p.perm[:0], len(ms))[:len(ms)]
+				for i := range perm {
+					perm[i] = uint32(i)
+				}
+				p.perm = perm
+				if err := p.sortMembers(perm, ms); err != nil {
+					return err
+				}
+				p.reorder(f, perm, outs)
+			} else {
+				if err := p.sortMembers(ms, nil); err != nil {
+					return err
+				}
+				if !f.muted {
+					p.addBlock(f, ms)
+				}
 			}
-			if count > 0 {
-				size++ // comma
-			}
-			size += p.nodes[m.keyNode].size + 1 + p.nodes[m.keyNode+1].size
-			p.order = append(p.order, m.keyNode)
-			count++
 		}
-		n.end = len(p.order)
-		n.size = size
-		clear(ms) // drop references into src
 		p.members = p.members[:f.base]
-		p.names = p.names[:f.nameBase]
-	} else {
-		n.size = 2 + f.size
-		if f.count > 1 {
-			n.size += f.count - 1
+		if p.direct {
+			p.outs = p.outs[:f.base]
 		}
 	}
-	p.last = f.node
-	*f = frame{}
+	if p.direct {
+		p.out = append(p.out, p.src[p.pos-1])
+	} else {
+		p.size++
+	}
 	p.stack = p.stack[:len(p.stack)-1]
 	return nil
 }
 
-// sortMembers sorts the members of one object by name and fails if two
-// have the same name.
-func (p *parser) sortMembers(ms []member) error {
-	sorted := true
-	for i := 1; i < len(ms); i++ {
-		if bytes.Compare(ms[i-1].name, ms[i].name) >= 0 {
-			sorted = false
-			break
+// reorder rewrites the text of the members of the object f, which is
+// closing, in the order perm gives. outs are where their text starts.
+func (p *parser) reorder(f *frame, perm, outs []uint32) {
+	out := p.out
+	end := func(k uint32) int { // where the text of member k ends
+		for _, o := range outs[k+1:] {
+			if o != omittedOut {
+				return int(o) - 1 // before the comma
+			}
 		}
+		return len(out)
 	}
-	if sorted {
-		return nil
+	tmp := grow(p.tmp[:0], len(out)-int(f.outOpen)-1)
+	for _, k := range perm {
+		if outs[k] == omittedOut {
+			continue
+		}
+		if len(tmp) > 0 {
+			tmp = append(tmp, ',')
+		}
+		tmp = append(tmp, out[outs[k]:end(k)]...)
 	}
-	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.name, b.name) })
-	for i := 1; i < len(ms); i++ {
-		if bytes.Equal(ms[i-1].name, ms[i].name) {
-			return p.fail(ErrDuplicateKey, max(ms[i-1].off, ms[i].off), "duplicate object member name")
+	copy(out[f.outOpen+1:], tmp)
+	p.tmp = tmp
+}
+
+// sortMembers sorts keys, which stand for members of one object, by name
+// and fails if two have the same name. A key is the offset of a member's
+// name, or with names its index there.
+func (p *parser) sortMembers(keys, names []uint32) error {
+	name := func(k uint32) int {
+		if names != nil {
+			return int(names[k])
+		}
+		return int(k)
+	}
+	if len(keys) <= 12 {
+		// Insertion sort, which compares every two members that end up
+		// next to each other, so it sees any duplicate.
+		dup := false
+		for i := 1; i < len(keys); i++ {
+			for j := i; j > 0; j-- {
+				a, b := name(keys[j-1]), name(keys[j])
+				c := p.cmpNames(a, b)
+				if c == 0 {
+					dup = true
+					c = cmp.Compare(a, b)
+				}
+				if c < 0 {
+					break
+				}
+				keys[j-1], keys[j] = keys[j], keys[j-1]
+			}
+		}
+		if !dup {
+			return nil
+		}
+	} else {
+		slices.SortFunc(keys, func(a, b uint32) int {
+			x, y := name(a), name(b)
+			if c := p.cmpNames(x, y); c != 0 {
+				return c
+			}
+			return cmp.Compare(x, y) // the earlier of two equal names first
+		})
+	}
+	for i := 1; i < len(keys); i++ {
+		if a, b := name(keys[i-1]), name(keys[i]); p.cmpNames(a, b) == 0 {
+			return p.fail(ErrDuplicateKey, b, "duplicate object member name")
 		}
 	}
 	return nil
 }
 
-// emit appends the canonical text of the tape to dst.
-func (p *parser) emit(dst []byte) []byte {
-	dst = p.emitValue(dst, 0)
-	for len(p.emitStack) > 0 {
-		f := &p.emitStack[len(p.emitStack)-1]
-		n := &p.nodes[f.node]
-		if n.kind == kindArray {
-			if f.cur >= n.next {
-				dst = append(dst, ']')
-				p.emitStack = p.emitStack[:len(p.emitStack)-1]
-				continue
-			}
-			if f.cur != f.node+1 {
-				dst = append(dst, ',')
-			}
-			c := f.cur
-			f.cur = p.nodes[c].next
-			dst = p.emitValue(dst, c)
-			continue
-		}
-		if f.cur >= n.end {
-			dst = append(dst, '}')
-			p.emitStack = p.emitStack[:len(p.emitStack)-1]
-			continue
-		}
-		if f.cur != n.start {
-			dst = append(dst, ',')
-		}
-		k := p.order[f.cur]
-		f.cur++
-		dst = p.emitValue(dst, k)
-		dst = append(dst, ':')
-		dst = p.emitValue(dst, k+1)
+// addBlock records the sorted members of the object f, which has just
+// closed, leaving out the omitted ones.
+func (p *parser) addBlock(f *frame, ms []uint32) {
+	closeOff := uint64(uint32(p.pos-1) - f.open)
+	n := uint64(len(ms) - int(f.nOmit))
+	need := uvarintLen(closeOff) + uvarintLen(n)
+	for _, m := range ms {
+		need += uvarintLen(uint64(m - f.open)) // an omitted one too: only a few bytes more
 	}
-	return dst
+	b := grow(p.blocks, need)
+	p.index = append(grow(p.index, 1), entry{open: f.open, block: uint32(len(b))})
+	b = binary.AppendUvarint(b, closeOff)
+	b = binary.AppendUvarint(b, n)
+	for _, m := range ms {
+		if f.nOmit > 0 && p.isOmitted(m) {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(m-f.open))
+	}
+	p.blocks = b
 }
 
-// emitValue appends a scalar, or the opening bracket of a container, which
-// it then pushes on the emit stack.
-func (p *parser) emitValue(dst []byte, i int) []byte {
-	n := &p.nodes[i]
-	switch n.kind {
-	case kindArray:
-		p.emitStack = append(p.emitStack, emitFrame{node: i, cur: i + 1})
-		return append(dst, '[')
-	case kindObject:
-		p.emitStack = append(p.emitStack, emitFrame{node: i, cur: n.start})
-		return append(dst, '{')
-	}
-	if n.inSrc {
-		return append(dst, p.src[n.start:n.end]...)
-	}
-	return append(dst, p.buf[n.start:n.end]...)
+// uvarintLen returns the length of x as a uvarint.
+func uvarintLen(x uint64) int {
+	return (bits.Len64(x|1) + 6) / 7
 }
+
+// omittedAt reports whether the member whose name is at off is omitted, and
+// if so where its value ends.
+func (p *parser) omittedAt(off uint32) (end uint32, ok bool) {
+	o := p.omitted
+	if len(o) == 0 || off < o[0].off || off > o[len(o)-1].off {
+		return 0, false
+	}
+	i, found := slices.BinarySearchFunc(o, off, func(s span, off uint32) int { return cmp.Compare(s.off, off) })
+	if !found {
+		return 0, false
+	}
+	return o[i].end, true
+}
+
+func (p *parser) isOmitted(off uint32) bool {
+	_, ok := p.omittedAt(off)
+	return ok
+}
+
+// grow makes room for n more elements in s. Every buffer of the parser that
+// grows with the input grows here.
+func grow[T any](s []T, n int) []T {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	s2 := append(s, make([]T, n)...)[:len(s)]
+	if testHook != nil {
+		testHook(cap(s2) * int(unsafe.Sizeof(s2[0])))
+		runtime.KeepAlive(s) // the old buffer counts until the copy is done
+	}
+	return s2
+}
+
+// testHook, set only by tests, is called with its size after each
+// allocation of working memory. TestMemory uses it to measure the peak live
+// heap.
+var testHook func(size int)

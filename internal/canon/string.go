@@ -5,129 +5,122 @@ import (
 	"unicode/utf8"
 )
 
-// str reads a string starting at the opening quote at p.pos, adds its
-// canonical text as a node, and returns the decoded string. For a member name
-// (isName) the decoded string stays valid until the object closes; otherwise
-// only until the next string is read.
-func (p *parser) str(isName bool) ([]byte, error) {
+// str reads (in pass 1) the string whose opening quote is at p.pos and
+// returns the length of its canonical text and whether it has escapes.
+func (p *parser) str() (n int, escaped bool, err error) {
 	s := p.src
 	start := p.pos
 	i := start + 1
-	for i < len(s) {
-		c := s[i]
-		if safe[c] {
-			i++
-			continue
+	for {
+		if i = skipSafe(s, i); i >= len(s) {
+			break
 		}
+		c := s[i]
 		switch {
 		case c == '"':
 			// No escapes: the source text is already canonical.
 			p.pos = i + 1
-			p.addScalar(true, start, p.pos)
-			return s[start+1 : i], nil
+			return p.pos - start, false, nil
 		case c == '\\':
-			return p.strEscaped(i, isName)
+			n, err := p.strEscaped(i)
+			return n, true, err
 		case c < 0x20:
-			return nil, p.fail(ErrSyntax, i, "invalid control character in string")
+			return 0, false, p.fail(ErrSyntax, i, "invalid control character in string")
 		}
 		r, size := utf8.DecodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
-			return nil, p.fail(ErrSyntax, i, "invalid UTF-8 in string")
+			return 0, false, p.fail(ErrSyntax, i, "invalid UTF-8 in string")
 		}
 		i += size
 	}
-	return nil, p.fail(ErrSyntax, len(s), "unexpected end of input in string")
+	return 0, false, p.fail(ErrSyntax, len(s), "unexpected end of input in string")
 }
 
-// strEscaped finishes reading a string whose first backslash is at i.
-func (p *parser) strEscaped(i int, isName bool) ([]byte, error) {
+// strEscaped finishes reading a string whose first backslash is at i, and
+// returns the length of its canonical text.
+func (p *parser) strEscaped(i int) (int, error) {
 	s := p.src
-	var d []byte
-	if isName {
-		d = p.names
-	} else {
-		d = p.dec[:0]
-	}
-	base := len(d)
-	d = append(d, s[p.pos+1:i]...)
-	run := i // start of the pending run of bytes copied as they are
+	n := i - p.pos // the opening quote and what precedes the backslash
 	for {
 		if i >= len(s) {
-			return nil, p.fail(ErrSyntax, i, "unexpected end of input in string")
+			return 0, p.fail(ErrSyntax, i, "unexpected end of input in string")
 		}
 		c := s[i]
 		if safe[c] {
 			i++
+			n++
 			continue
 		}
 		if c == '"' {
-			d = append(d, s[run:i]...)
 			break
 		}
 		if c < 0x20 {
-			return nil, p.fail(ErrSyntax, i, "invalid control character in string")
+			return 0, p.fail(ErrSyntax, i, "invalid control character in string")
 		}
 		if c >= 0x80 {
 			r, size := utf8.DecodeRune(s[i:])
 			if r == utf8.RuneError && size == 1 {
-				return nil, p.fail(ErrSyntax, i, "invalid UTF-8 in string")
+				return 0, p.fail(ErrSyntax, i, "invalid UTF-8 in string")
 			}
 			i += size
+			n += size
 			continue
 		}
 		// c == '\\'
-		d = append(d, s[run:i]...)
 		if i+1 >= len(s) {
-			return nil, p.fail(ErrSyntax, i+1, "unexpected end of input in string escape")
+			return 0, p.fail(ErrSyntax, i+1, "unexpected end of input in string escape")
 		}
-		switch s[i+1] {
-		case '"', '\\', '/':
-			d = append(d, s[i+1])
-		case 'b':
-			d = append(d, '\b')
-		case 'f':
-			d = append(d, '\f')
-		case 'n':
-			d = append(d, '\n')
-		case 'r':
-			d = append(d, '\r')
-		case 't':
-			d = append(d, '\t')
-		case 'u':
-			r, ok := hex4(s, i+2)
-			if !ok {
-				return nil, p.fail(ErrSyntax, i, `invalid \u escape in string`)
-			}
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if r < 0xdc00 && i+11 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
-					r2, ok = hex4(s, i+8)
-				}
-				if !ok || r2 < 0xdc00 || r2 > 0xdfff {
-					return nil, p.fail(ErrSyntax, i, "lone surrogate escape in string")
-				}
-				r = utf16.DecodeRune(r, r2)
-				i += 6
-			}
-			d = utf8.AppendRune(d, r)
-			i += 4
-		default:
-			return nil, p.fail(ErrSyntax, i, "invalid escape in string")
+		r, width := unescape(s, i)
+		switch width {
+		case 0:
+			return 0, p.fail(ErrSyntax, i, "invalid escape in string")
+		case -1:
+			return 0, p.fail(ErrSyntax, i, `invalid \u escape in string`)
+		case -2:
+			return 0, p.fail(ErrSyntax, i, "lone surrogate escape in string")
 		}
-		i += 2
-		run = i
+		n += quotedLen(r)
+		i += width
 	}
 	p.pos = i + 1
-	decoded := d[base:]
-	if isName {
-		p.names = d
-	} else {
-		p.dec = d
+	return n + 1, nil
+}
+
+// unescape decodes the escape sequence at s[i], a backslash, and returns
+// the character and the length of the sequence. For a bad sequence the
+// length is 0 (unknown escape), -1 (bad \u escape) or -2 (lone surrogate).
+func unescape(s []byte, i int) (r rune, width int) {
+	switch s[i+1] {
+	case '"', '\\', '/':
+		return rune(s[i+1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, ok := hex4(s, i+2)
+		if !ok {
+			return 0, -1
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, 6
+		}
+		r2, ok := rune(0), false
+		if r < 0xdc00 && i+11 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+			r2, ok = hex4(s, i+8)
+		}
+		if !ok || r2 < 0xdc00 || r2 > 0xdfff {
+			return 0, -2
+		}
+		return utf16.DecodeRune(r, r2), 12
 	}
-	start := len(p.buf)
-	p.buf = appendQuoted(p.buf, decoded)
-	p.addScalar(false, start, len(p.buf))
-	return decoded, nil
+	return 0, 0
 }
 
 // hex4 decodes the four hex digits at s[i:i+4].
@@ -152,34 +145,148 @@ func hex4(s []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// appendQuoted appends the canonical JSON string for the valid UTF-8 text s.
-func appendQuoted(dst, s []byte) []byte {
+// quotedLen returns the length of the canonical text of the character r
+// inside a string.
+func quotedLen(r rune) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20:
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
+
+// appendQuotedRune appends the canonical text of the character r inside a
+// string.
+func appendQuotedRune(dst []byte, r rune) []byte {
 	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	run := 0
-	for i, c := range s {
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
+	switch r {
+	case '"', '\\':
+		return append(dst, '\\', byte(r))
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	if r < 0x20 {
+		return append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+	}
+	return utf8.AppendRune(dst, r)
+}
+
+// emitString appends (in pass 2) the canonical text of the string at p.pos,
+// which pass 1 found valid.
+func (p *parser) emitString(dst []byte) []byte {
+	s := p.src
+	start := p.pos
+	i := quoteOrBackslash(s, start+1)
+	if s[i] == '"' {
+		p.pos = i + 1
+		return p.appendRaw(dst, s[start:p.pos])
+	}
+	run := start // start of the pending run of bytes copied as they are
+	for {
+		i = quoteOrBackslash(s, i)
+		if s[i] == '"' {
+			break
 		}
 		dst = append(dst, s[run:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		r, width := unescape(s, i)
+		dst = appendQuotedRune(dst, r)
+		i += width
+		run = i
+		if p.w != nil && len(dst) >= chunkSize {
+			dst = p.flush(dst)
 		}
-		run = i + 1
 	}
-	dst = append(dst, s[run:]...)
-	return append(dst, '"')
+	p.pos = i + 1
+	return append(dst, s[run:p.pos]...)
+}
+
+// cmpNames compares the decoded member names whose opening quotes are at a
+// and b in src, which pass 1 has read.
+func (p *parser) cmpNames(a, b int) int {
+	s := p.src
+	i, j := a+1, b+1
+	for s[i] == s[j] && s[i] != '"' && s[i] != '\\' {
+		i++
+		j++
+	}
+	ca, cb := s[i], s[j]
+	if ca == '\\' || cb == '\\' {
+		// Equal so far as decoded text too: compare the rest decoded.
+		ra, rb := nameReader{s: s, i: i}, nameReader{s: s, i: j}
+		for {
+			ca, okA := ra.next()
+			cb, okB := rb.next()
+			switch {
+			case !okA || !okB:
+				return cmpBool(okA, okB)
+			case ca != cb:
+				return cmpByte(ca, cb)
+			}
+		}
+	}
+	switch {
+	case ca == cb: // both '"'
+		return 0
+	case ca == '"':
+		return -1
+	case cb == '"':
+		return 1
+	}
+	return cmpByte(ca, cb)
+}
+
+func cmpByte(a, b byte) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
+}
+
+// nameReader yields the decoded bytes of a string that pass 1 found valid,
+// from s[i] to its closing quote.
+type nameReader struct {
+	s    []byte
+	i    int
+	buf  [utf8.UTFMax]byte
+	n, k int // buf[k:n] are pending bytes of a decoded escape
+}
+
+func (r *nameReader) next() (byte, bool) {
+	if r.k < r.n {
+		r.k++
+		return r.buf[r.k-1], true
+	}
+	c := r.s[r.i]
+	switch c {
+	case '"':
+		return 0, false
+	case '\\':
+		ch, width := unescape(r.s, r.i)
+		r.i += width
+		r.n = utf8.EncodeRune(r.buf[:], ch)
+		r.k = 1
+		return r.buf[0], true
+	}
+	r.i++
+	return c, true
 }
