@@ -86,9 +86,12 @@ type Options struct {
 	// cannot lose it: a claim no replica saw would let a retry on the new
 	// master run the operation a second time. A claim acknowledged by too
 	// few is released and fails with ErrNotReplicated before anything runs.
-	// Replication stays asynchronous: WAIT narrows the window, a failover
-	// may still promote a replica that had not acknowledged. Needs a
-	// *redis.Client or *redis.ClusterClient. Default: 0 (no waiting).
+	// WAIT n is met by any n replicas, and a failover promotes one
+	// particular replica: count every replica a failover may promote (with
+	// Sentinel, all of them; docs/failover.md has the figures). Replication
+	// stays asynchronous: WAIT narrows the window, it does not close it.
+	// Needs a *redis.Client or *redis.ClusterClient (not the
+	// auto-pipeliner). Default: 0 (no waiting).
 	Replicas int
 
 	// ReplicaTimeout bounds each wait for replicas; it is rounded up to whole

@@ -64,46 +64,17 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return flakyDemo(ctx, flakyConfig{payments: *keys, concurrency: *conc, latency: *latency, drop: *drop, unavailable: *unavail, seed: *seed}, stdout, stderr)
 	}
 
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mr, rdb, err := embedded()
+	// Duplicates wait for the first attempt and get its answer, so the
+	// storm ends with an answer for every request, not a pile of 409s.
+	d, err := startDemo(*latency, false, stderr, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
 		return 1
 	}
-	defer mr.Close()
-	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Options{})
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 1
-	}
-	api, err := payments.New(payments.Config{
-		Redis: rdb,
-		Store: store,
-		// Duplicates wait for the first attempt and get its answer, so the
-		// storm ends with an answer for every request, not a pile of 409s.
-		Idempotency:     ginmw.Options{Wait: 5 * time.Second, Logger: logger},
-		ProviderLatency: *latency,
-		Logger:          logger,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 1
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 1
-	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	defer d.close()
+	api := d.api
 
-	base := fmt.Sprintf("http://%s", ln.Addr())
+	base := d.base
 	url := base + "/v1/payments"
 	fmt.Fprintf(stdout, "idemkey demo: the payments API (examples/payments) on embedded Redis, at %s\n", url)
 	fmt.Fprintf(stdout, "retry storm: %d payments, each sent %d times at once under one Idempotency-Key; provider latency %s\n\n",
@@ -173,4 +144,59 @@ func demoPayment(_ string, i int) []byte {
 	currencies := [...]string{"EUR", "USD", "GBP", "JPY"}
 	return fmt.Appendf(nil, `{"amount": %d, "currency": %q, "customer": "cus_%04d"}`,
 		500+(i*137)%9500, currencies[i%len(currencies)], i)
+}
+
+// demoServer is the payments API on embedded Redis, served on loopback.
+type demoServer struct {
+	api   *payments.API
+	base  string // http://127.0.0.1:port
+	close func()
+}
+
+// startDemo serves the payments API (with its fault drills when faults is
+// set) on embedded Redis; wrap, if set, stands between the network and the
+// API. Duplicates wait up to 5s for the first attempt (Wait).
+func startDemo(latency time.Duration, faults bool, stderr io.Writer, wrap func(http.Handler) http.Handler) (*demoServer, error) {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mr, rdb, err := embedded()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*demoServer, error) {
+		_ = rdb.Close()
+		mr.Close()
+		return nil, err
+	}
+	store, err := redisstore.New(rdb, redisstore.Options{})
+	if err != nil {
+		return fail(err)
+	}
+	api, err := payments.New(payments.Config{
+		Redis:           rdb,
+		Store:           store,
+		Idempotency:     ginmw.Options{Wait: 5 * time.Second, Logger: logger},
+		ProviderLatency: latency,
+		Faults:          faults,
+		Logger:          logger,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	var h http.Handler = api
+	if wrap != nil {
+		h = wrap(api)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &demoServer{api: api, base: "http://" + ln.Addr().String(), close: func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = rdb.Close()
+		mr.Close()
+	}}, nil
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,9 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkey/idemkey/examples/payments"
-	"github.com/idemkey/idemkey/ginmw"
 	"github.com/idemkey/idemkey/idemclient"
-	"github.com/idemkey/idemkey/redisstore"
 )
 
 // flakyConfig is what "idemkey demo --flaky" runs.
@@ -46,44 +42,17 @@ func flakyDemo(ctx context.Context, cfg flakyConfig, stdout, stderr io.Writer) i
 	if cfg.maxAttempts == 0 {
 		cfg.maxAttempts = 10
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mr, rdb, err := embedded()
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 1
-	}
-	defer mr.Close()
-	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Options{})
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 1
-	}
-	api, err := payments.New(payments.Config{
-		Redis:           rdb,
-		Store:           store,
-		Idempotency:     ginmw.Options{Wait: 5 * time.Second, Logger: logger},
-		ProviderLatency: cfg.latency,
-		Faults:          true,
-		Logger:          logger,
+	var chaos *flakyNetwork
+	d, err := startDemo(cfg.latency, true, stderr, func(api http.Handler) http.Handler {
+		chaos = &flakyNetwork{next: api, drop: cfg.drop, unavailable: cfg.unavailable, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed))}
+		return chaos
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
 		return 1
 	}
-	chaos := &flakyNetwork{next: api, drop: cfg.drop, unavailable: cfg.unavailable, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed))}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 1
-	}
-	srv := &http.Server{Handler: chaos, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	defer d.close()
+	api := d.api
 
 	budget, err := idemclient.NewBudget(idemclient.BudgetOptions{Ratio: 1, Burst: float64(cfg.concurrency)})
 	if err != nil {
@@ -100,7 +69,7 @@ func flakyDemo(ctx context.Context, cfg flakyConfig, stdout, stderr io.Writer) i
 	}
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 
-	url := fmt.Sprintf("http://%s/v1/payments", ln.Addr())
+	url := d.base + "/v1/payments"
 	fmt.Fprintf(stdout, "idemkey demo --flaky: the payments API (examples/payments) on embedded Redis, at %s\n", url)
 	fmt.Fprintf(stdout, "the network: %.0f%% of attempts lose their answer after the payment is made and stored (drop-response),\n", 100*cfg.drop)
 	fmt.Fprintf(stdout, "             %.0f%% of attempts answered 503 by the provider (provider-unavailable, Retry-After: 1)\n", 100*cfg.unavailable)

@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/idemkey/idemkey/internal/cli"
 
 	"github.com/idemkey/idemkey/idemclient"
 )
@@ -114,94 +114,12 @@ type verifyConfig struct {
 	timeout     time.Duration
 }
 
-// headerList is a repeatable "Name: value" flag.
-type headerList struct{ h http.Header }
-
-func (f *headerList) String() string {
-	if f == nil {
-		return ""
-	}
-	var parts []string
-	for name, values := range f.h {
-		for _, v := range values {
-			parts = append(parts, name+": "+v)
-		}
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ", ")
-}
-
-func (f *headerList) Set(s string) error {
-	name, value, err := parseHeaderLine(s)
-	if err != nil {
-		return err
-	}
-	if f.h == nil {
-		f.h = http.Header{}
-	}
-	f.h.Add(name, value)
-	return nil
-}
-
-// parseHeaderLine parses "Name: value".
-func parseHeaderLine(s string) (name, value string, err error) {
-	name, value, ok := strings.Cut(s, ":")
-	if !ok {
-		return "", "", fmt.Errorf("want \"Name: value\", got %q", s)
-	}
-	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-	if !isHTTPToken(name) {
-		return "", "", fmt.Errorf("invalid header name %q", name)
-	}
-	for i := 0; i < len(value); i++ {
-		if c := value[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return "", "", fmt.Errorf("invalid value for header %s: control character %q", name, c)
-		}
-	}
-	return http.CanonicalHeaderKey(name), value, nil
-}
-
-// isHTTPToken reports whether s is a non-empty RFC 9110 token.
-func isHTTPToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// parseHTTPURL parses an absolute http or https URL.
-func parseHTTPURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, errors.New("a URL is required")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %v", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("invalid URL %q: the scheme must be http or https", raw)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("invalid URL %q: no host", raw)
-	}
-	return u, nil
-}
-
 func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("verify", "--url URL [--method POST] [--body JSON | --body-file F] [--alt-body JSON]\n"+
 		"                      [-H 'Name: value']... [--key-header Idempotency-Key] [--parallel 20] [--optional-key]\n"+
 		"                      [--count-url URL --count-field NAME] [--fault-header 'Name: value']\n"+
 		"                      [--timeout 10s] [--json] [--report FILE.md]", verifyAbout, stderr)
-	var headers headerList
+	var headers cli.Headers
 	var (
 		target      = fs.String("url", "", "the endpoint's `URL`, http or https (required)")
 		method      = fs.String("method", http.MethodPost, "HTTP `method`")
@@ -232,13 +150,13 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := verifyConfig{method: *method, keyHeader: http.CanonicalHeaderKey(*keyHeader), parallel: *parallel,
 		optionalKey: *optionalKey, countURL: *countURL, countField: *countField, timeout: *timeout}
 	var err error
-	if cfg.target, err = parseHTTPURL(*target); err != nil {
+	if cfg.target, err = cli.ParseURL(*target); err != nil {
 		return bad("--url: %v", err)
 	}
 	switch {
-	case !isHTTPToken(*method):
+	case !cli.IsToken(*method):
 		return bad("--method: invalid method %q", *method)
-	case !isHTTPToken(*keyHeader):
+	case !cli.IsToken(*keyHeader):
 		return bad("--key-header: invalid header name %q", *keyHeader)
 	case cfg.parallel < 2 || cfg.parallel > verifyMaxParallel:
 		return bad("--parallel must be 2 to %d, got %d", verifyMaxParallel, cfg.parallel)
@@ -250,7 +168,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("--count-url and --count-field go together")
 	}
 	if cfg.countURL != "" {
-		if _, err := parseHTTPURL(cfg.countURL); err != nil {
+		if _, err := cli.ParseURL(cfg.countURL); err != nil {
 			return bad("--count-url: %v", err)
 		}
 	}
@@ -266,7 +184,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return bad("--alt-body is the same as the body")
 		}
 	}
-	cfg.header = headers.h
+	cfg.header = headers.Header
 	if cfg.header == nil {
 		cfg.header = http.Header{}
 	}
@@ -281,7 +199,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.header.Set("Content-Type", "application/json")
 	}
 	if set["fault-header"] {
-		if cfg.faultName, cfg.faultValue, err = parseHeaderLine(*fault); err != nil {
+		if cfg.faultName, cfg.faultValue, err = cli.ParseHeader(*fault); err != nil {
 			return bad("--fault-header: %v", err)
 		}
 		if cfg.faultName == cfg.keyHeader {

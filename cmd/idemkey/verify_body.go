@@ -11,38 +11,6 @@ import (
 	"strings"
 )
 
-// jsonCounter returns the integer at field, a dotted path of member names,
-// in the JSON document b.
-func jsonCounter(b []byte, field string) (int64, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return 0, fmt.Errorf("not JSON: %w", err)
-	}
-	for name := range strings.SplitSeq(field, ".") {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return 0, fmt.Errorf("field %q: %q is not inside an object", field, name)
-		}
-		if v, ok = obj[name]; !ok {
-			return 0, fmt.Errorf("field %q: no member %q", field, name)
-		}
-	}
-	num, ok := v.(json.Number)
-	if !ok {
-		return 0, fmt.Errorf("field %q is not a number", field)
-	}
-	if n, err := num.Int64(); err == nil {
-		return n, nil
-	}
-	f, err := num.Float64()
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return 0, fmt.Errorf("field %q is not an integer: %s", field, num)
-	}
-	return int64(f), nil
-}
-
 // diffBytes describes where got differs from want; "" when equal.
 func diffBytes(want, got []byte) string {
 	if bytes.Equal(want, got) {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/idemkey/idemkey/internal/cli"
 )
 
 const (
@@ -120,17 +122,17 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 	if cfg.Method == "" {
 		cfg.Method = http.MethodPost
 	}
-	if !isToken(cfg.Method) {
+	if !cli.IsToken(cfg.Method) {
 		return bad("invalid method %q", cfg.Method)
 	}
-	target, err := parseURL(cfg.URL)
+	target, err := cli.ParseURL(cfg.URL)
 	if err != nil {
 		return bad("%v", err)
 	}
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = headerIdempotencyKey
 	}
-	if !isToken(cfg.KeyHeader) {
+	if !cli.IsToken(cfg.KeyHeader) {
 		return bad("invalid key header name %q", cfg.KeyHeader)
 	}
 	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
@@ -178,7 +180,7 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 		}
 	}
 	if cfg.CountURL != "" || cfg.CountField != "" {
-		if _, err := parseURL(cfg.CountURL); err != nil {
+		if _, err := cli.ParseURL(cfg.CountURL); err != nil {
 			return bad("count URL: %v", err)
 		}
 		if cfg.CountField == "" {
@@ -191,7 +193,7 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 // checkHeader reports the first invalid header name or value in h.
 func checkHeader(h http.Header) error {
 	for name, values := range h {
-		if !isToken(name) {
+		if !cli.IsToken(name) {
 			return fmt.Errorf("invalid header name %q", name)
 		}
 		for _, v := range values {
@@ -201,40 +203,4 @@ func checkHeader(h http.Header) error {
 		}
 	}
 	return nil
-}
-
-// parseURL parses and checks a storm target: an absolute http or https URL
-// with a host.
-func parseURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, errors.New("URL is required")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %v", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", raw)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("invalid URL %q: missing host", raw)
-	}
-	return u, nil
-}
-
-// isToken reports whether s is a non-empty RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -3,8 +3,8 @@
 //
 // # What a storm does
 //
-// A storm generates Config.Keys fresh random keys (UUIDv4 format, from
-// crypto/rand, optionally prefixed with Config.KeyPrefix) and sends
+// A storm generates Config.Keys fresh keys (UUIDv7, as idemclient mints
+// them, optionally prefixed with Config.KeyPrefix) and sends
 // Config.Dups identical requests for every key: same method, URL, headers
 // and body, and the key in the header Config.KeyHeader ("Idempotency-Key"
 // by default). Config.Concurrency workers take the (key, duplicate) pairs

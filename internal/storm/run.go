@@ -3,9 +3,7 @@ package storm
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"mime"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkey/idemkey/idemclient"
 )
 
 // attempt is the outcome of one HTTP attempt.
@@ -199,24 +199,8 @@ func newTransport(n int) *http.Transport {
 	return tr
 }
 
-// newKey returns a random UUIDv4 string.
-func newKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], b[10:])
-	return string(s[:])
-}
+// newKey returns a fresh key: a UUIDv7, as idemclient mints them.
+func newKey() string { return idemclient.NewKey() }
 
 // storm feeds the (key, duplicate) pairs to the workers and waits for them.
 func (r *runner) storm(ctx context.Context, keys []*keyRun) {

@@ -1,0 +1,35 @@
+package readmetest
+
+// README:begin do
+import (
+	"context"
+	"errors"
+
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+func handle(ctx context.Context, store *redisstore.Store, msg message) {
+	res, err := store.Do(ctx, redisstore.Request{Scope: "mailer", Key: msg.ID, Fingerprint: hash(msg)},
+		func(ctx context.Context, l *redisstore.Lease) ([]byte, error) {
+			id, err := mailer.Send(ctx, msg, l.DerivedKey("send"))
+			if isTemporary(err) {
+				return nil, redisstore.Transient(err) // nothing sent: the key is released
+			}
+			return []byte(id), err // a result or a final failure: stored for every duplicate
+		})
+	switch {
+	case err == nil: // res.Data; res.Replayed says whether it ran now
+	case errors.Is(err, redisstore.ErrInProgress): // another consumer runs it: requeue with a delay
+		requeue(msg)
+	case errors.Is(err, redisstore.ErrFailed), // failed for good, now or before
+		errors.Is(err, redisstore.ErrMismatch),       // the ID was used for another message
+		errors.Is(err, redisstore.ErrInvalidRequest), // an empty or oversized ID
+		errors.Is(err, redisstore.ErrExpired):        // ran long ago; only its tombstone is left
+		deadLetter(msg, err)
+	default: // Redis unreachable, or a transient failure (the function's, or its context's end)
+		requeue(msg)
+	}
+	_ = res
+}
+
+// README:end

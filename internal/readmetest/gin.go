@@ -1,0 +1,38 @@
+package readmetest
+
+// README:begin gin
+import (
+	"log"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+func ginQuickStart(r *gin.Engine) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	store, err := redisstore.New(rdb, redisstore.Options{}) // prefix "idem:", lease 10s, retention 24h
+	if err != nil {
+		log.Fatal(err)
+	}
+	idem := ginmw.New(store, ginmw.Options{
+		// Keys belong to the caller your auth middleware put in the context.
+		Scope: func(c *gin.Context) (string, error) { return c.GetString("user_id"), nil },
+	})
+	r.POST("/v1/payments", idem, func(c *gin.Context) {
+		// c.Request.Context() ends on a lost lease or MaxDuration, never when the
+		// client gives up. The derived key is the provider's idempotency key.
+		ch, err := provider.Charge(c.Request.Context(), 1200, ginmw.DerivedKey(c, "charge"))
+		if err != nil {
+			c.Status(http.StatusServiceUnavailable) // 5xx: not stored, the key is released
+			return
+		}
+		c.Header("Location", "/v1/payments/"+ch.ID)
+		c.JSON(http.StatusCreated, ch) // stored, then sent; retries get it replayed
+	})
+}
+
+// README:end
