@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -281,4 +282,54 @@ func TestReplayCache(t *testing.T) {
 		}
 		return false
 	}, 5*time.Second, 20*time.Millisecond)
+}
+
+// noSubscribe hides a client's pub/sub, so that Await can only poll, as
+// before wake-ups.
+type noSubscribe struct{ redis.Scripter }
+
+// TestAwaitLatency measures how long after the owner's completion a waiter in
+// another process gets the replay: with pub/sub wake-ups, and polling only.
+// It logs p50 and p99 (bench/RESULTS.md quotes them) and holds p50 to a
+// loose bound, since the machine may be busy.
+func TestAwaitLatency(t *testing.T) {
+	b := realBackend(t)
+	ctx := context.Background()
+	for _, mode := range []string{"pub/sub", "polling"} {
+		t.Run(mode, func(t *testing.T) {
+			owner := newStore(t, b, Options{})
+			var waiter *Store
+			if mode == "pub/sub" {
+				waiter = newStore(t, b, Options{})
+			} else {
+				w, err := New(noSubscribe{b.newClient(t)}, Options{})
+				require.NoError(t, err)
+				waiter = w
+			}
+			const n = 60
+			lat := make([]time.Duration, 0, n)
+			for range n {
+				req := newReq(t)
+				c, err := owner.Claim(ctx, req)
+				require.NoError(t, err)
+				got := make(chan time.Time, 1)
+				go func() {
+					if r, err := waiter.Await(ctx, req); err == nil && r.Status == Replayed {
+						got <- time.Now()
+					}
+					close(got)
+				}()
+				time.Sleep(30 * time.Millisecond) // the waiter settles into its wait
+				done := time.Now()
+				require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
+				at, ok := <-got
+				require.True(t, ok, "the waiter did not get the replay")
+				lat = append(lat, at.Sub(done))
+			}
+			slices.Sort(lat)
+			p50, p99 := lat[n/2], lat[n*99/100]
+			t.Logf("%s: owner's completion to waiter's replay p50 %v, p99 %v (%d waits)", mode, p50, p99, n)
+			require.Less(t, p50, 200*time.Millisecond)
+		})
+	}
 }
