@@ -36,9 +36,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkey/idemkey/examples/internal/devredis"
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/redisstore"
 )
@@ -142,11 +142,12 @@ func main() {
 	self := flag.Bool("selftest", false, "send signed deliveries to the receiver, print what happened, and exit")
 	flag.Parse()
 
-	client, closeRedis, err := openRedis(*redisURL)
+	client, where, closeRedis, err := devredis.Open(*redisURL)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer closeRedis()
+	log.Printf("redis: %s", where)
 	store, err := newStore(client)
 	if err != nil {
 		log.Fatal(err)
@@ -173,31 +174,4 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	<-ctx.Done()
-}
-
-// openRedis connects to url, or to an embedded miniredis when url is empty.
-func openRedis(url string) (*redis.Client, func(), error) {
-	stop := func() {}
-	if url == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return nil, nil, err
-		}
-		url, stop = "redis://"+mr.Addr(), mr.Close
-	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		stop()
-		return nil, nil, err
-	}
-	opts.ContextTimeoutEnabled = true // let the middleware's Timeout bound each call
-	c := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil { // fail fast on a wrong URL
-		_ = c.Close()
-		stop()
-		return nil, nil, fmt.Errorf("redis %s: %w", opts.Addr, err)
-	}
-	return c, func() { _ = c.Close(); stop() }, nil
 }

@@ -33,9 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/idemkey/idemkey/examples/internal/devredis"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -159,11 +157,12 @@ func consume(ctx context.Context, c *consumer, deliveries []message, n int, log 
 func main() {
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL, else an embedded miniredis)")
 	flag.Parse()
-	client, closeRedis, err := openRedis(*redisURL)
+	client, where, closeRedis, err := devredis.Open(*redisURL)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer closeRedis()
+	log.Printf("redis: %s", where)
 	store, err := redisstore.New(client, redisstore.Options{Lease: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
@@ -201,31 +200,4 @@ func main() {
 	for _, m := range msgs {
 		fmt.Printf("  %s  %-18s API calls %d, emails sent %d\n", m.ID, m.To, api.callsFor(m.ID), api.sentFor(m.ID))
 	}
-}
-
-// openRedis connects to url, or to an embedded miniredis when url is empty.
-func openRedis(url string) (*redis.Client, func(), error) {
-	stop := func() {}
-	if url == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return nil, nil, err
-		}
-		url, stop = "redis://"+mr.Addr(), mr.Close
-	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		stop()
-		return nil, nil, err
-	}
-	opts.ContextTimeoutEnabled = true // let the store's contexts bound each call
-	client := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil { // fail fast on a wrong URL
-		_ = client.Close()
-		stop()
-		return nil, nil, fmt.Errorf("redis %s: %w", opts.Addr, err)
-	}
-	return client, func() { _ = client.Close(); stop() }, nil
 }

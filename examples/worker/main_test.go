@@ -154,14 +154,3 @@ func TestReusedIDWithOtherPayloadIsMismatch(t *testing.T) {
 		require.Equal(t, mismatch, o)
 	})
 }
-
-func TestOpenRedis(t *testing.T) {
-	ping := func(t *testing.T, url string) {
-		client, closeRedis, err := openRedis(url)
-		require.NoError(t, err)
-		defer closeRedis()
-		require.NoError(t, client.Ping(context.Background()).Err())
-	}
-	t.Run("embedded", func(t *testing.T) { ping(t, "") })
-	t.Run("url", func(t *testing.T) { ping(t, "redis://"+redistest.Start(t).Addr()+"/0") })
-}

@@ -1,6 +1,11 @@
-// Command server runs the payments example API on a Redis of your own:
+// Command server runs the payments example API, on an embedded in-memory
+// Redis unless it is given one:
 //
-//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/payments/server --addr 127.0.0.1:8080
+//	go run ./examples/payments/server
+//	go run ./examples/payments/server -redis redis://127.0.0.1:6379/0 -addr 127.0.0.1:8080
+//
+// Without -redis it uses $REDIS_URL if set, else an embedded miniredis; it
+// never connects to a Redis it was not pointed at.
 //
 // "idemkey serve" runs the same API with more switches (embedded Redis,
 // fault drills).
@@ -21,8 +26,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/idemkey/idemkey/examples/internal/devredis"
 	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/ginmw"
 	"github.com/idemkey/idemkey/redisstore"
@@ -43,25 +47,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	latency := fs.Duration("provider-latency", 50*time.Millisecond, "simulated provider latency")
+	redisURL := fs.String("redis", getenv("REDIS_URL"), "Redis `URL` (default $REDIS_URL, else an embedded miniredis)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	url := getenv("REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	opts, err := redis.ParseURL(url)
+	rdb, where, closeRedis, err := devredis.Open(*redisURL)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return err
 	}
-	// Without it, go-redis ignores context deadlines and a hung Redis
-	// holds requests for its ReadTimeout.
-	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis at %s: %w", opts.Addr, err)
-	}
+	defer closeRedis()
+	fmt.Fprintf(stdout, "redis: %s\n", where)
 
 	store, err := redisstore.New(rdb, redisstore.Options{Lease: 10 * time.Second, Retention: 24 * time.Hour})
 	if err != nil {

@@ -15,51 +15,97 @@ import (
 	"github.com/idemkey/idemkey/internal/redistest"
 )
 
-func TestServerServesAndShutsDown(t *testing.T) {
+// serve starts run with args and env, and returns the base URL it listens on
+// and the line saying which Redis it uses. The server stops at cleanup.
+func serve(t *testing.T, args []string, env map[string]string) (base, redisLine string) {
+	t.Helper()
 	gin.SetMode(gin.ReleaseMode)
-	srv := redistest.Start(t)
-	env := map[string]string{"REDIS_URL": "redis://" + srv.Addr() + "/0"}
-
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--provider-latency", "0s"}, func(k string) string { return env[k] }, pw)
+		done <- run(ctx, append([]string{"--addr", "127.0.0.1:0", "--provider-latency", "0s"}, args...), func(k string) string { return env[k] }, pw)
 		_ = pw.Close()
 	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	require.NoError(t, err)
+	r := bufio.NewReader(pr)
+	for i := 0; i < 10 && base == ""; i++ {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		line = strings.TrimSpace(line)
+		if l, ok := strings.CutPrefix(line, "listening on "); ok {
+			base = l
+		} else if strings.HasPrefix(line, "redis: ") {
+			redisLine = line
+		}
+	}
+	require.NotEmpty(t, base)
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	require.True(t, ok, line)
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(15 * time.Second):
+			t.Error("server did not shut down")
+		}
+	})
+	return base, redisLine
+}
 
+// pay sends the same payment under key twice and checks that the second is
+// a replay.
+func pay(t *testing.T, base, key string) {
+	t.Helper()
 	for i, want := range []string{"", "true"} {
 		req, err := http.NewRequest(http.MethodPost, base+"/v1/payments", strings.NewReader(`{"amount":500,"currency":"USD","customer":"cus_9"}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer t")
-		req.Header.Set("Idempotency-Key", "server-test")
+		req.Header.Set("Idempotency-Key", key)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusCreated, resp.StatusCode, i)
 		require.Equal(t, want, resp.Header.Get("Idempotent-Replayed"), i)
 	}
+}
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("server did not shut down")
-	}
+func TestServerOnGivenRedis(t *testing.T) {
+	url := "redis://" + redistest.Start(t).Addr() + "/0"
+	t.Run("flag", func(t *testing.T) {
+		base, line := serve(t, []string{"--redis", url}, nil)
+		require.Equal(t, "redis: "+url, line)
+		pay(t, base, "flag")
+	})
+	t.Run("env", func(t *testing.T) {
+		base, line := serve(t, nil, map[string]string{"REDIS_URL": url})
+		require.Equal(t, "redis: "+url, line)
+		pay(t, base, "env")
+	})
+}
+
+// TestServerEmbeddedByDefault: with neither -redis nor REDIS_URL the server
+// runs on an embedded miniredis, never on a Redis at a default address.
+func TestServerEmbeddedByDefault(t *testing.T) {
+	base, line := serve(t, nil, map[string]string{})
+	require.Contains(t, line, "redis: embedded miniredis at redis://127.0.0.1:")
+	require.NotContains(t, line, ":6379")
+	pay(t, base, "embedded")
 }
 
 func TestServerNeedsRedis(t *testing.T) {
-	env := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := run(ctx, []string{"--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, io.Discard)
-	require.ErrorContains(t, err, "redis at 127.0.0.1:1")
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"flag": {[]string{"--redis", "redis://127.0.0.1:1/0"}, nil},
+		"env":  {nil, map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, append([]string{"--addr", "127.0.0.1:0"}, tc.args...), func(k string) string { return tc.env[k] }, io.Discard)
+			require.ErrorContains(t, err, "redis at 127.0.0.1:1")
+		})
+	}
 }
