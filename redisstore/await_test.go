@@ -5,11 +5,14 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/observe"
 )
 
 // TestScriptsGiveTheSameAnswerTwice: every script run twice with the same
@@ -165,15 +168,21 @@ func TestCollapse(t *testing.T) {
 // process or another runs the key; a release lets it claim; a deadline ends
 // the wait with the in-progress error.
 func TestAwait(t *testing.T) {
-	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+	real := realBackend(t)
+	for name, b := range map[string]backend{"redis": real, "redis pipelined": pipelinedBackend(t, real), "miniredis": miniBackend(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			for _, where := range []string{"same process", "another process"} {
 				t.Run(where, func(t *testing.T) {
 					owner := newStore(t, b, Options{})
 					waiter := owner
+					var watches atomic.Int32 // the waiter's subscriptions: it waits on pub/sub, not by polling
 					if where == "another process" {
-						waiter = newStore(t, b, Options{})
+						waiter = newStore(t, b, Options{Observer: observe.Func{OnRedis: func(_ context.Context, c *observe.Call) {
+							if c.Script == "watch" && c.Err == nil {
+								watches.Add(1)
+							}
+						}}})
 					}
 					req := newReq(t)
 					c, err := owner.Claim(ctx, req)
@@ -197,6 +206,9 @@ func TestAwait(t *testing.T) {
 					require.Equal(t, Replayed, r.c.Status)
 					require.Equal(t, "done", string(r.c.Response.Body))
 					require.Less(t, r.at.Sub(completed), 200*time.Millisecond, "woken late")
+					if where == "another process" {
+						require.Positive(t, watches.Load(), "the waiter polled instead of subscribing")
+					}
 					t.Logf("%s: woken %v after the completion", where, r.at.Sub(completed))
 				})
 			}

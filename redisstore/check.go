@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,8 +80,10 @@ const (
 //
 // Where CONFIG is disabled (managed Redis), Check reads what INFO shows and
 // warns about what it cannot tell. On a cluster or a Ring it checks every
-// master. It sends a few hundred commands, and SCANs at most 100,000 keys
-// (or 5 seconds) per node; the Observer sees none of it.
+// master; through an auto-pipeliner, which hides its client, it sees one
+// server, and on a cluster warns that it did, once it has found that the
+// pipeliner routes by slot. It sends a few hundred commands, and SCANs at
+// most 100,000 keys (or 5 seconds) per node; the Observer sees none of it.
 //
 // It returns an error, and no results, only when Redis cannot be reached
 // (a PING fails) or the store's client is not a redis.Cmdable (a
@@ -384,12 +387,84 @@ func (s *Store) checkCluster(ctx context.Context, nodes []checkNode) CheckResult
 	case *redis.Ring:
 		return CheckResult{CheckCluster, CheckWarn, fmt.Sprintf("a Ring of %d shards: while a shard is down its keys go to the others, "+
 			"which lack its records, so retries run again; prefer Redis Cluster", len(nodes))}
+	case *redis.AutoPipeliner:
+		if enabled {
+			return checkPipelinedCluster(ctx, c)
+		}
 	}
 	if enabled {
 		return CheckResult{CheckCluster, CheckFail, "the server runs in cluster mode, but the store's client is not a cluster client: " +
 			"claims of keys on other masters fail (MOVED); use redis.NewClusterClient"}
 	}
 	return CheckResult{CheckCluster, CheckOK, "not a cluster"}
+}
+
+// checkPipelinedCluster checks a cluster reached through an auto-pipeliner,
+// which hides its client: Check cannot tell a cluster client's from a
+// single-node client's, and sees one node through it. So it asks every
+// master, through the pipeliner, about a key in one of its slots: a
+// pipeliner that routes by slot gets every answer, one on a single-node
+// client gets MOVED.
+func checkPipelinedCluster(ctx context.Context, ap *redis.AutoPipeliner) CheckResult {
+	shards, err := ap.ClusterShards(ctx).Result()
+	if err != nil {
+		return CheckResult{CheckCluster, CheckFail, fmt.Sprintf("CLUSTER SHARDS failed: %v", err)}
+	}
+	masters := 0
+	for _, sh := range shards {
+		i := slices.IndexFunc(sh.Nodes, func(n redis.Node) bool { return n.Role == "master" })
+		if i < 0 || len(sh.Slots) == 0 {
+			continue
+		}
+		masters++
+		key, ok := keyIn(sh.Slots)
+		if !ok {
+			continue
+		}
+		if err := ap.Exists(ctx, key).Err(); err != nil {
+			if _, moved := redis.IsMovedError(err); moved {
+				return CheckResult{CheckCluster, CheckFail, "the server runs in cluster mode, but the store's auto-pipeliner is not a " +
+					"cluster client's: claims of keys on other masters fail (MOVED); use redis.NewClusterClient(...).AutoPipeline()"}
+			}
+			n := sh.Nodes[i]
+			return CheckResult{CheckCluster, CheckFail, fmt.Sprintf("EXISTS on master %s failed: %v",
+				net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)), err)}
+		}
+	}
+	return CheckResult{CheckCluster, CheckWarn, fmt.Sprintf("cluster of %d masters, reached through an auto-pipeliner, which routes "+
+		"by slot; the other checks saw one master only: to check them all, run Check on a store on the cluster client", masters)}
+}
+
+// keyIn returns a key whose hash slot is in one of ranges, if one of the
+// first million candidates is (for a range of one slot, all but surely).
+func keyIn(ranges []redis.SlotRange) (string, bool) {
+	for i := range 1 << 20 {
+		key := "idemkey-check-" + strconv.Itoa(i)
+		slot := int64(keySlot(key))
+		for _, r := range ranges {
+			if slot >= r.Start && slot <= r.End {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
+
+// keySlot returns the cluster hash slot of key, which has no hash tag:
+// CRC16 (XMODEM) of the key, modulo 16384.
+func keySlot(key string) int {
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
 }
 
 // checkScripts loads every script and runs a claim and its release on a

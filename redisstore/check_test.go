@@ -191,8 +191,8 @@ func TestCheckUnreachable(t *testing.T) {
 	require.Contains(t, err.Error(), "127.0.0.1:1")
 }
 
-// On a cluster, every master is checked; through a single-node client, the
-// cluster check fails.
+// On a cluster, every master is checked; through a single-node client, or
+// its auto-pipeliner, the cluster check fails.
 func TestCheckCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	cc := cl.Client(t)
@@ -215,6 +215,32 @@ func TestCheckCluster(t *testing.T) {
 	rs = checkByName(t, checkStore(t, single, Options{}))
 	require.Equal(t, CheckFail, rs[CheckCluster].Status)
 	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient")
+
+	// Through an auto-pipeliner, which hides its client, Check asks every
+	// master about a key of its own: the cluster client's pipeliner routes
+	// them, a single-node client's gets MOVED.
+	rs = checkByName(t, checkStore(t, autoPipeliner(t, cc), Options{}))
+	requireNoFail(t, rs)
+	require.Equal(t, CheckResult{CheckCluster, CheckWarn, "cluster of 3 masters, reached through an auto-pipeliner, which routes by slot; " +
+		"the other checks saw one master only: to check them all, run Check on a store on the cluster client"}, rs[CheckCluster])
+	rs = checkByName(t, checkStore(t, autoPipeliner(t, single), Options{}))
+	require.Equal(t, CheckFail, rs[CheckCluster].Status)
+	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient(...).AutoPipeline()")
+	for i := range 50 {
+		key := fmt.Sprint("idemkey-check-", i)
+		slot, err := cc.ClusterKeySlot(ctx, key).Result()
+		require.NoError(t, err)
+		require.EqualValues(t, slot, keySlot(key), key)
+	}
+}
+
+// A store on a single node's auto-pipeliner is checked as on the client.
+func TestCheckPipelined(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := checkByName(t, checkStore(t, autoPipeliner(t, srv.Client(t)), Options{}))
+	requireNoFail(t, rs)
+	require.Equal(t, CheckResult{CheckCluster, CheckOK, "not a cluster"}, rs[CheckCluster])
+	require.Equal(t, CheckOK, rs[CheckScripts].Status)
 }
 
 // miniredis tells little in INFO and has no CONFIG: Check warns about what it

@@ -95,6 +95,23 @@ var lostReplyTopologies = []struct {
 		o.Dialer = faultproxy.Dialer(ps...)
 		return &proxied{client: closing(t, redis.NewClusterClient(o)), proxies: ps}
 	}},
+	// On the auto-pipeliner a lost reply fails the batch it came in, and
+	// the pipeliner sends the whole batch again. (Replicas needs the client
+	// itself: no pipelined topology with replicas.)
+	{"single, pipelined", func(t *testing.T) *proxied {
+		srv := redistest.Start(t)
+		ps := proxiesFor(t, []string{srv.Addr()})
+		o := srv.Options()
+		o.Dialer = faultproxy.Dialer(ps...)
+		return &proxied{client: autoPipeliner(t, closing(t, redis.NewClient(o))), proxies: ps}
+	}},
+	{"cluster, pipelined", func(t *testing.T) *proxied {
+		cl := redistest.StartCluster(t, 3)
+		ps := proxiesFor(t, cl.Addrs())
+		o := cl.Options()
+		o.Dialer = faultproxy.Dialer(ps...)
+		return &proxied{client: autoPipeliner(t, closing(t, redis.NewClusterClient(o))), proxies: ps}
+	}},
 	{"cluster with replicas, Replicas 1", func(t *testing.T) *proxied {
 		cl := redistest.StartCluster(t, 3, redistest.Replicas(1))
 		ps := proxiesFor(t, cl.Addrs())

@@ -76,9 +76,43 @@ func clusterBackend(t *testing.T) backend {
 	return backend{client: newClient(t), newClient: newClient}
 }
 
+// pipelinedBackend is b with every client, b's own and those newClient
+// opens, replaced by its auto-pipeliner: one shared instance per client,
+// closed (before the client) when the test ends.
+func pipelinedBackend(t *testing.T, b backend) backend {
+	newClient := func(t *testing.T) redis.UniversalClient { return autoPipeliner(t, b.newClient(t)) }
+	return backend{client: autoPipeliner(t, b.client), newClient: newClient, mr: b.mr}
+}
+
+// autoPipeliner returns client's auto-pipeliner, closed when the test ends.
+func autoPipeliner(t *testing.T, client redis.UniversalClient) *redis.AutoPipeliner {
+	t.Helper()
+	var (
+		ap  *redis.AutoPipeliner
+		err error
+	)
+	switch c := client.(type) {
+	case *redis.Client:
+		ap, err = c.AutoPipeline()
+	case *redis.ClusterClient:
+		ap, err = c.AutoPipeline()
+	default:
+		t.Fatalf("no auto-pipeliner on %T", client)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ap.Close() })
+	return ap
+}
+
 func TestStoreMiniredis(t *testing.T) { testStore(t, miniBackend(t)) }
 func TestStoreRedis(t *testing.T)     { testStore(t, realBackend(t)) }
 func TestStoreCluster(t *testing.T)   { testStore(t, clusterBackend(t)) }
+
+// TestStoreRedisPipelined and TestStoreClusterPipelined run the suite with
+// the stores on the auto-pipeliner, which does not end calls at their
+// deadline: the store does, on another goroutine.
+func TestStoreRedisPipelined(t *testing.T)   { testStore(t, pipelinedBackend(t, realBackend(t))) }
+func TestStoreClusterPipelined(t *testing.T) { testStore(t, pipelinedBackend(t, clusterBackend(t))) }
 
 var keySeq atomic.Int64
 

@@ -21,11 +21,16 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Run runs the contract suite against a private redis-server and against
-// miniredis. Subtests that kill Redis run on the redis-server only.
+// Run runs the contract suite against a private redis-server, against
+// another with the stores on their client's auto-pipeliner (subtest
+// "pipelined"), and against miniredis. Subtests that kill Redis run on the
+// redis-servers only.
 func Run(t *testing.T, mount Mount) {
 	t.Run("redis", func(t *testing.T) {
 		run(t, mount, backend{srv: redistest.Start(t)})
+	})
+	t.Run("pipelined", func(t *testing.T) {
+		run(t, mount, backend{srv: redistest.Start(t), pipelined: true})
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		run(t, mount, backend{mr: miniredis.RunT(t)})
@@ -392,7 +397,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	t.Run("a dead instance's request is taken over after the lease and resumes", func(t *testing.T) {
 		const lease = 300 * time.Millisecond
 		shared := newApp()
-		fc := &faultyClient{Scripter: b.client(t)}
+		fc := &faultyClient{Scripter: b.scripter(t)}
 		dying := newEnv(t, b, mount, envConfig{store: redisstore.Options{Lease: lease}, client: fc, app: shared})
 		alive := newEnv(t, b, mount, envConfig{store: redisstore.Options{Lease: lease}, app: shared})
 		key := newKey()
@@ -424,7 +429,7 @@ func run(t *testing.T, mount Mount, b backend) {
 
 	t.Run("Redis down: 503 with Retry-After within the timeout, then recovery", func(t *testing.T) {
 		srv := redistest.Start(t)
-		fb := backend{srv: srv}
+		fb := b.on(srv)
 		const timeout = 500 * time.Millisecond
 		e := newEnv(t, fb, mount, envConfig{opts: httpmw.Options{Timeout: timeout}})
 		require.Equal(t, http.StatusCreated, e.do(req{key: newKey(), body: payment}).status)
@@ -448,7 +453,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	t.Run("Redis hung: 503 within the timeout", func(t *testing.T) {
 		srv := redistest.Start(t)
 		const timeout = 300 * time.Millisecond
-		e := newEnv(t, backend{srv: srv}, mount, envConfig{opts: httpmw.Options{Timeout: timeout}})
+		e := newEnv(t, b.on(srv), mount, envConfig{opts: httpmw.Options{Timeout: timeout}})
 		require.Equal(t, http.StatusCreated, e.do(req{key: newKey(), body: payment}).status)
 		srv.Pause()
 		defer srv.Resume()
@@ -460,7 +465,7 @@ func run(t *testing.T, mount Mount, b backend) {
 
 	t.Run("FailOpen runs the handler unprotected while Redis is down", func(t *testing.T) {
 		srv := redistest.Start(t)
-		e := newEnv(t, backend{srv: srv}, mount, envConfig{opts: httpmw.Options{FailOpen: true, Timeout: 300 * time.Millisecond}})
+		e := newEnv(t, b.on(srv), mount, envConfig{opts: httpmw.Options{FailOpen: true, Timeout: 300 * time.Millisecond}})
 		srv.Kill()
 		key := newKey()
 		r := e.do(req{key: key, body: payment})

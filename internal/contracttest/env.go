@@ -37,7 +37,13 @@ type Mount func(t testing.TB, store *redisstore.Store, opts httpmw.Options, app 
 type backend struct {
 	srv *redistest.Server    // nil for miniredis
 	mr  *miniredis.Miniredis // nil for redis-server
+	// pipelined puts the stores on their client's auto-pipeliner
+	// (redis.Client.AutoPipeline) instead of on the client itself.
+	pipelined bool
 }
+
+// on returns b's mode on another redis-server.
+func (b backend) on(srv *redistest.Server) backend { return backend{srv: srv, pipelined: b.pipelined} }
 
 func (b backend) options() *redis.Options {
 	if b.srv != nil {
@@ -55,6 +61,21 @@ func (b backend) client(t testing.TB) *redis.Client {
 	return c
 }
 
+// scripter opens a client of its own, as client does, and returns what a
+// store runs its scripts on: the client, or in pipelined mode its
+// auto-pipeliner, one shared instance per client, closed (before the client)
+// when the test ends.
+func (b backend) scripter(t testing.TB) redis.Scripter {
+	c := b.client(t)
+	if !b.pipelined {
+		return c
+	}
+	ap, err := c.AutoPipeline()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ap.Close() })
+	return ap
+}
+
 // env is one application instance: app behind the adapter, on a real HTTP server.
 type env struct {
 	t     *testing.T
@@ -69,7 +90,7 @@ type env struct {
 type envConfig struct {
 	store  redisstore.Options
 	opts   httpmw.Options
-	client redis.Scripter // default: a fresh client of b
+	client redis.Scripter // default: b.scripter
 	app    *app           // default: a fresh app
 }
 
@@ -77,7 +98,7 @@ func newEnv(t *testing.T, b backend, mount Mount, cfg envConfig) *env {
 	t.Helper()
 	e := &env{t: t, b: b, rdb: cfg.client, app: cfg.app}
 	if e.rdb == nil {
-		e.rdb = b.client(t)
+		e.rdb = b.scripter(t)
 	}
 	if e.app == nil {
 		e.app = newApp()

@@ -147,7 +147,7 @@ func runExactlyOnce(t *testing.T, mount Mount, b backend) {
 
 	t.Run("FailOpen runs unprotected only when Redis is unreachable", func(t *testing.T) {
 		// Redis answers, with something the store does not understand.
-		e := newEnv(t, b, mount, envConfig{client: garbage{b.client(t)},
+		e := newEnv(t, b, mount, envConfig{client: garbage{b.scripter(t)},
 			opts: httpmw.Options{FailOpen: true, Logger: slog.New(slog.DiscardHandler)}})
 		key := newKey()
 		r := e.do(req{key: key, body: `{}`})

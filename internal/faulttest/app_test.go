@@ -17,6 +17,44 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
+// via says what a store sends its scripts through. The tests of how the
+// store meets Redis's faults (latency, blackholes, lost and re-sent
+// batches, Redis or the process killed) run both ways: TestX on the client
+// itself, TestXPipelined on its auto-pipeliner. Those that set
+// Options.Replicas run on the client only: Replicas needs a *redis.Client
+// or *redis.ClusterClient.
+type via int
+
+const (
+	direct    via = iota // the client itself
+	pipelined            // the client's auto-pipeliner (AutoPipeline)
+)
+
+// scripter returns what a store sends its scripts through when it goes via
+// v: client, or client's auto-pipeliner, one shared instance for every
+// store on client, closed when the test ends (before the client).
+func (v via) scripter(t *testing.T, client redis.UniversalClient) redis.Scripter {
+	t.Helper()
+	if v == direct {
+		return client
+	}
+	var (
+		ap  *redis.AutoPipeliner
+		err error
+	)
+	switch c := client.(type) {
+	case *redis.Client:
+		ap, err = c.AutoPipeline()
+	case *redis.ClusterClient:
+		ap, err = c.AutoPipeline()
+	default:
+		t.Fatalf("no auto-pipeliner on %T", client)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ap.Close() })
+	return ap
+}
+
 // app is an httpmw-protected endpoint that counts executions per key, with
 // an outer layer that records every key it sees (even those the middleware
 // turns away) and stamps each response with a per-request header.

@@ -22,7 +22,8 @@ import (
 
 // The test binary doubles as the crash-test server: with IDEMKEY_CHILD set
 // it serves a payments endpoint and kills itself with SIGKILL at the point
-// IDEMKEY_CRASH_AT names.
+// IDEMKEY_CRASH_AT names, with its store on the client's auto-pipeliner when
+// IDEMKEY_PIPELINED is set.
 func init() {
 	if os.Getenv("IDEMKEY_CHILD") != "" {
 		os.Exit(childMain())
@@ -45,14 +46,19 @@ func die(point string) {
 	}
 }
 
-// crashHook kills the process around the complete script.
+// crashHook kills the process around the complete script, sent alone or in
+// a batch of the auto-pipeliner.
 type crashHook struct{ completeSHA string }
+
+func (h crashHook) isComplete(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 1 && cmd.Name() == "evalsha" && args[1] == h.completeSHA
+}
 
 func (crashHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h crashHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		isComplete := len(args) > 1 && cmd.Name() == "evalsha" && args[1] == h.completeSHA
+		isComplete := h.isComplete(cmd)
 		if isComplete {
 			die(crashBeforeComplete)
 		}
@@ -63,8 +69,23 @@ func (h crashHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return err
 	}
 }
-func (crashHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h crashHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var complete redis.Cmder
+		for _, cmd := range cmds {
+			if h.isComplete(cmd) {
+				complete = cmd
+			}
+		}
+		if complete != nil {
+			die(crashBeforeComplete)
+		}
+		err := next(ctx, cmds)
+		if complete != nil && complete.Err() == nil {
+			die(crashAfterComplete)
+		}
+		return err
+	}
 }
 
 func childMain() int {
@@ -72,7 +93,16 @@ func childMain() int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("IDEMKEY_REDIS"), ContextTimeoutEnabled: true})
 	sum := sha1.Sum([]byte(lua.Complete))
 	rdb.AddHook(crashHook{completeSHA: hex.EncodeToString(sum[:])})
-	store, err := redisstore.New(rdb, redisstore.Options{Lease: lease})
+	var sc redis.Scripter = rdb
+	if os.Getenv("IDEMKEY_PIPELINED") != "" {
+		ap, err := rdb.AutoPipeline()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		sc = ap
+	}
+	store, err := redisstore.New(sc, redisstore.Options{Lease: lease})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

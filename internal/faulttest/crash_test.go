@@ -25,11 +25,14 @@ type child struct {
 	done chan struct{} // closed when the process has exited
 }
 
-func startChild(t *testing.T, redisAddr, crashAt string, lease time.Duration) *child {
+func startChild(t *testing.T, v via, redisAddr, crashAt string, lease time.Duration) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "IDEMKEY_CHILD=1", "IDEMKEY_REDIS="+redisAddr,
 		"IDEMKEY_CRASH_AT="+crashAt, "IDEMKEY_LEASE="+lease.String())
+	if v == pipelined {
+		cmd.Env = append(cmd.Env, "IDEMKEY_PIPELINED=1")
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -92,7 +95,13 @@ func pay(t *testing.T, url, key string) (*payResult, error) {
 // a request's flow, then retries the request on a fresh process: in every
 // case the provider charges exactly once and, once complete, every retry
 // gets the same response.
-func TestProcessCrash(t *testing.T) {
+func TestProcessCrash(t *testing.T) { processCrash(t, direct) }
+
+// TestProcessCrashPipelined is TestProcessCrash with the children's stores
+// on the auto-pipeliner.
+func TestProcessCrashPipelined(t *testing.T) { processCrash(t, pipelined) }
+
+func processCrash(t *testing.T, v via) {
 	const lease = 500 * time.Millisecond
 	points := []struct {
 		at         string
@@ -112,7 +121,7 @@ func TestProcessCrash(t *testing.T) {
 			key := "crash-" + p.at
 			charges0, dedup0 := prov.counts(context.Background())
 
-			doomed := startChild(t, srv.Addr(), p.at, lease)
+			doomed := startChild(t, v, srv.Addr(), p.at, lease)
 			_, err := pay(t, doomed.url, key)
 			require.Error(t, err, "the process died before answering")
 			select {
@@ -121,7 +130,7 @@ func TestProcessCrash(t *testing.T) {
 				t.Fatal("the doomed child did not die")
 			}
 
-			healthy := startChild(t, srv.Addr(), "", lease)
+			healthy := startChild(t, v, srv.Addr(), "", lease)
 			var final *payResult
 			require.Eventually(t, func() bool {
 				r, err := pay(t, healthy.url, key)

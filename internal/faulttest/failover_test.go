@@ -425,50 +425,63 @@ func checkServes(t *testing.T, a *app, name string) {
 // Replicas: 0: the test counts them (the figures in docs/failover.md) and
 // asserts only that every request is answered in time and service resumes.
 func TestSentinelFailoverStorm(t *testing.T) {
-	for _, c := range []struct {
-		name       string
-		replicas   int  // Options.Replicas
-		oneReplica bool // stop one of the two replicas first
-		safe       bool // no key whose claim and outcome were acknowledged may run twice
-		big        bool // only in the bigger run: it takes 20s and proves what the first case does
-	}{
+	for _, c := range []sentinelCase{
 		{"Replicas=1, one replica", 1, true, true, false},
 		{"Replicas=2, two replicas", 2, false, true, true},
 		{"Replicas=1, two replicas", 1, false, false, false},
 		{"Replicas=0", 0, false, false, false},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			if c.big && !bigRun() {
-				t.Skip("IDEMKEY_FAILOVER_KEYS=1000 (or more) runs it")
-			}
-			s := redistest.StartSentinel(t)
-			if c.oneReplica {
-				s.Node(2).Kill()
-			}
-			rdb := redis.NewFailoverClient(s.Options()) // ContextTimeoutEnabled, MaxRetries at its default
-			t.Cleanup(func() { _ = rdb.Close() })
-			const timeout, wait, lease = time.Second, 3 * time.Second, 2 * time.Second
-			a, out := newStormApp(t, rdb,
-				redisstore.Options{Lease: lease, Replicas: c.replicas, ReplicaTimeout: 200 * time.Millisecond},
-				httpmw.Options{Timeout: timeout, Wait: wait})
-			f := runAcross(t, a, out, stormKeys(t), func(ctx context.Context) {
-				promoted, err := s.Failover(ctx)
-				require.NoError(t, err)
-				t.Logf("%s: node %d promoted", c.name, promoted)
-			})
-			f.logFigures(t, "sentinel "+c.name)
-			f.checkProbes(t, "sentinel "+c.name, timeout, lease)
-
-			f.checkAnswered(t, "sentinel "+c.name)
-			require.LessOrEqual(t, f.slowest(http.StatusServiceUnavailable), timeout+wait+3*time.Second,
-				"a 503 took longer than Timeout (plus Wait)")
-			if c.safe {
-				_, unexplained := f.twice()
-				require.Empty(t, unexplained, "keys whose claim and outcome were acknowledged ran twice")
-			}
-			checkServes(t, a, c.name)
-		})
+		t.Run(c.name, func(t *testing.T) { sentinelFailoverStorm(t, direct, c) })
 	}
+}
+
+// TestSentinelFailoverStormPipelined is TestSentinelFailoverStorm's
+// Replicas=0 case with the store on the failover client's auto-pipeliner,
+// which must follow the new master as the client does. The other cases set
+// Replicas, which needs the client itself.
+func TestSentinelFailoverStormPipelined(t *testing.T) {
+	sentinelFailoverStorm(t, pipelined, sentinelCase{"Replicas=0, pipelined", 0, false, false, false})
+}
+
+// sentinelCase is a case of TestSentinelFailoverStorm.
+type sentinelCase struct {
+	name       string
+	replicas   int  // Options.Replicas
+	oneReplica bool // stop one of the two replicas first
+	safe       bool // no key whose claim and outcome were acknowledged may run twice
+	big        bool // only in the bigger run: it takes 20s and proves what the first case does
+}
+
+func sentinelFailoverStorm(t *testing.T, v via, c sentinelCase) {
+	if c.big && !bigRun() {
+		t.Skip("IDEMKEY_FAILOVER_KEYS=1000 (or more) runs it")
+	}
+	s := redistest.StartSentinel(t)
+	if c.oneReplica {
+		s.Node(2).Kill()
+	}
+	rdb := redis.NewFailoverClient(s.Options()) // ContextTimeoutEnabled, MaxRetries at its default
+	t.Cleanup(func() { _ = rdb.Close() })
+	const timeout, wait, lease = time.Second, 3 * time.Second, 2 * time.Second
+	a, out := newStormApp(t, v.scripter(t, rdb),
+		redisstore.Options{Lease: lease, Replicas: c.replicas, ReplicaTimeout: 200 * time.Millisecond},
+		httpmw.Options{Timeout: timeout, Wait: wait})
+	f := runAcross(t, a, out, stormKeys(t), func(ctx context.Context) {
+		promoted, err := s.Failover(ctx)
+		require.NoError(t, err)
+		t.Logf("%s: node %d promoted", c.name, promoted)
+	})
+	f.logFigures(t, "sentinel "+c.name)
+	f.checkProbes(t, "sentinel "+c.name, timeout, lease)
+
+	f.checkAnswered(t, "sentinel "+c.name)
+	require.LessOrEqual(t, f.slowest(http.StatusServiceUnavailable), timeout+wait+3*time.Second,
+		"a 503 took longer than Timeout (plus Wait)")
+	if c.safe {
+		_, unexplained := f.twice()
+		require.Empty(t, unexplained, "keys whose claim and outcome were acknowledged ran twice")
+	}
+	checkServes(t, a, c.name)
 }
 
 // slotOf returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
@@ -524,7 +537,8 @@ func slotsOf(t *testing.T, rdb *redis.ClusterClient, addr string) map[int]bool {
 // the same client serves again afterwards. Outcomes the middleware could not
 // store during the kill (it gives Complete max(Timeout, Lease), 2s here; a
 // promotion takes 2-3s) are counted and logged: their keys run again once
-// the lease ends.
+// the lease ends. It sets Replicas, which needs the cluster client itself:
+// there is no pipelined variant.
 func TestClusterFailoverStorm(t *testing.T) {
 	for _, kill := range []bool{false, true} {
 		name := "CLUSTER FAILOVER"

@@ -42,10 +42,16 @@ func rawRequest(t *testing.T, url string, head string, body string, then func(ne
 	return strings.TrimSpace(status)
 }
 
-func TestHostileBodies(t *testing.T) {
+func TestHostileBodies(t *testing.T) { hostileBodies(t, direct) }
+
+// TestHostileBodiesPipelined is TestHostileBodies with the store on the
+// auto-pipeliner.
+func TestHostileBodiesPipelined(t *testing.T) { hostileBodies(t, pipelined) }
+
+func hostileBodies(t *testing.T, v via) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	a := newApp(t, rdb, redisstore.Options{}, httpmw.Options{BodyTimeout: 300 * time.Millisecond, MaxBodyBytes: 64 << 10}, nil)
+	a := newApp(t, v.scripter(t, rdb), redisstore.Options{}, httpmw.Options{BodyTimeout: 300 * time.Millisecond, MaxBodyBytes: 64 << 10}, nil)
 	ctx := context.Background()
 	dbsize := func() int64 {
 		n, err := rdb.DBSize(ctx).Result()
@@ -267,11 +273,17 @@ func TestReplayHygiene(t *testing.T) {
 
 // TestHandlerMaxDuration: a handler that outlives the store's MaxDuration is
 // cancelled and its key released, instead of holding it for ever.
-func TestHandlerMaxDuration(t *testing.T) {
+func TestHandlerMaxDuration(t *testing.T) { handlerMaxDuration(t, direct) }
+
+// TestHandlerMaxDurationPipelined is TestHandlerMaxDuration with the store
+// on the auto-pipeliner.
+func TestHandlerMaxDurationPipelined(t *testing.T) { handlerMaxDuration(t, pipelined) }
+
+func handlerMaxDuration(t *testing.T, v via) {
 	srv := redistest.Start(t)
 	causes := make(chan error, 2)
 	var a *app
-	a = newApp(t, srv.Client(t), redisstore.Options{Lease: 300 * time.Millisecond, MaxDuration: 200 * time.Millisecond}, httpmw.Options{},
+	a = newApp(t, v.scripter(t, srv.Client(t)), redisstore.Options{Lease: 300 * time.Millisecond, MaxDuration: 200 * time.Millisecond}, httpmw.Options{},
 		func(w http.ResponseWriter, r *http.Request) {
 			if a.count(httpmw.Key(r.Context())) == 1 {
 				<-r.Context().Done() // stuck until cut off

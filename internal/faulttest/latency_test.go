@@ -54,7 +54,14 @@ var scripts = faultproxy.Name("EVALSHA", "EVAL")
 // owner; at Lease/4, under the third of the lease issue 11 asks for, no beat
 // gets through, the lease runs out and a duplicate takes the key over while
 // the handler still runs: a known hole, run with IDEMKEY_KNOWN_HOLES=1.
-func TestHeartbeatUnderLatency(t *testing.T) {
+func TestHeartbeatUnderLatency(t *testing.T) { heartbeatUnderLatency(t, direct) }
+
+// TestHeartbeatUnderLatencyPipelined is TestHeartbeatUnderLatency with the
+// store on the auto-pipeliner, where the heartbeat shares one connection
+// with the duplicates' claims.
+func TestHeartbeatUnderLatencyPipelined(t *testing.T) { heartbeatUnderLatency(t, pipelined) }
+
+func heartbeatUnderLatency(t *testing.T, v via) {
 	const lease = 900 * time.Millisecond
 	for _, c := range []struct {
 		latency time.Duration
@@ -67,12 +74,12 @@ func TestHeartbeatUnderLatency(t *testing.T) {
 			if c.hole && os.Getenv("IDEMKEY_KNOWN_HOLES") == "" {
 				t.Skip("known hole: a heartbeat waits at most Lease/9 for Redis; IDEMKEY_KNOWN_HOLES=1 runs it")
 			}
-			testHeartbeatUnderLatency(t, lease, c.latency)
+			testHeartbeatUnderLatency(t, v, lease, c.latency)
 		})
 	}
 }
 
-func testHeartbeatUnderLatency(t *testing.T, lease, latency time.Duration) {
+func testHeartbeatUnderLatency(t *testing.T, v via, lease, latency time.Duration) {
 	rdb, p := proxiedClient(t)
 	loadScripts(t, rdb)
 	started, finish := make(chan struct{}), make(chan struct{})
@@ -80,7 +87,7 @@ func testHeartbeatUnderLatency(t *testing.T, lease, latency time.Duration) {
 	var a *app
 	// NoCollapse: duplicates ask Redis, as from another instance; in this
 	// process they would be answered 409 by the owner itself.
-	a = newApp(t, rdb, redisstore.Options{Lease: lease, NoCollapse: true}, httpmw.Options{Timeout: 2 * time.Second}, func(w http.ResponseWriter, r *http.Request) {
+	a = newApp(t, v.scripter(t, rdb), redisstore.Options{Lease: lease, NoCollapse: true}, httpmw.Options{Timeout: 2 * time.Second}, func(w http.ResponseWriter, r *http.Request) {
 		if a.count(httpmw.Key(r.Context())) == 1 {
 			close(started)
 			select {
@@ -140,7 +147,21 @@ func sendQuiet(url, key, body string) (int, bool, string) {
 // the claim delayed past Timeout) gets 503 with Retry-After within the
 // middleware's Timeout, and its handler does not run; latency under Timeout
 // only slows the answer. Once the fault is gone, the same key runs once.
-func TestClaimUnderBlackholeAndLatency(t *testing.T) {
+func TestClaimUnderBlackholeAndLatency(t *testing.T) { claimUnderBlackholeAndLatency(t, direct) }
+
+// TestClaimUnderBlackholeAndLatencyPipelined is
+// TestClaimUnderBlackholeAndLatency with the store on the auto-pipeliner,
+// which does not end a call at its context's deadline: the store does. The
+// pipeliner runs one batch at a time on its connection, so every later call
+// of the process waits behind a blackholed or delayed one: a key is served
+// again only once the stalled batch has failed on the client's ReadTimeout
+// (~4.5s after the fault is cleared, with go-redis's default 3s; 1s after a
+// delay past Timeout), where the client itself serves it within milliseconds.
+func TestClaimUnderBlackholeAndLatencyPipelined(t *testing.T) {
+	claimUnderBlackholeAndLatency(t, pipelined)
+}
+
+func claimUnderBlackholeAndLatency(t *testing.T, v via) {
 	const timeout = 500 * time.Millisecond
 	const slack = 500 * time.Millisecond // a loaded machine
 	for _, c := range []struct {
@@ -156,7 +177,7 @@ func TestClaimUnderBlackholeAndLatency(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rdb, p := proxiedClient(t)
 			loadScripts(t, rdb)
-			a := newApp(t, rdb, redisstore.Options{}, httpmw.Options{Timeout: timeout}, nil)
+			a := newApp(t, v.scripter(t, rdb), redisstore.Options{}, httpmw.Options{Timeout: timeout}, nil)
 			code, _, _ := send(t, a.srv.URL, "warm-up", `{}`) // a pooled connection, as in a running service
 			require.Equal(t, http.StatusCreated, code)
 
@@ -182,10 +203,12 @@ func TestClaimUnderBlackholeAndLatency(t *testing.T) {
 			}
 
 			p.Clear()
+			cleared := time.Now()
 			require.Eventually(t, func() bool {
 				code, _, _ := send(t, a.srv.URL, "k", `{}`)
 				return code == http.StatusCreated
 			}, 10*time.Second, 20*time.Millisecond, "the key is not served once the fault is gone")
+			t.Logf("%s: served %v after the fault was cleared", c.name, time.Since(cleared).Round(time.Millisecond))
 			require.Equal(t, 1, a.runsOf("k"))
 		})
 	}
