@@ -36,7 +36,8 @@ func ratioName(numPhase, num, denPhase, den string) string {
 // how far the limits are from bare and from each other, then every variant
 // of ours against the floor, the limit and (when pipelined) the pipelined
 // limit, its replays against the floor's, the limit's and the limit's first
-// executions, and its storms against plain ours.
+// executions, and its storms against plain ours and against ours without
+// collapse (the configuration before it).
 func ratioDefs(names []string) []ratioDef {
 	var defs []ratioDef
 	add := func(np, n, dp, d string) {
@@ -70,6 +71,9 @@ func ratioDefs(names []string) []ratioDef {
 	for _, n := range names {
 		if isOurs(n) && n != Ours {
 			add(PhaseStorm, n, PhaseStorm, Ours)
+		}
+		if isOurs(n) && n != OursNoCollapse {
+			add(PhaseStorm, n, PhaseStorm, OursNoCollapse)
 		}
 	}
 	return defs

@@ -72,6 +72,10 @@ type StormMedian struct {
 	// storm key.
 	RoundTripsPerKey float64 `json:"round_trips_per_key"`
 	CommandsPerKey   float64 `json:"commands_per_key"`
+	// ScriptsPerKey are the top-level commands redis-server ran per storm
+	// key (EVALSHA, EVAL and others the clients sent): the requests Redis
+	// served, whether or not they came batched in a pipeline.
+	ScriptsPerKey float64 `json:"scripts_per_key"`
 }
 
 // Load is one closed-loop throughput measurement.

@@ -231,6 +231,7 @@ func (r *runner) medians() {
 				RPS: round1(f(func(s *StormResult) float64 { return s.RPS })), P50MS: f(func(s *StormResult) float64 { return s.P50MS }),
 				P99MS: f(func(s *StormResult) float64 { return s.P99MS }), RoundTripsPerKey: f(func(s *StormResult) float64 { return s.RoundTripsPerKey }),
 				CommandsPerKey: f(func(s *StormResult) float64 { return s.Server.Total }),
+				ScriptsPerKey:  f(func(s *StormResult) float64 { return s.Server.TopLevel() }),
 			}
 		}
 	}

@@ -167,7 +167,11 @@ func startDemo(latency time.Duration, faults bool, stderr io.Writer, wrap func(h
 		mr.Close()
 		return nil, err
 	}
-	store, err := redisstore.New(rdb, redisstore.Options{})
+	sc, err := storeClient(rdb, false)
+	if err != nil {
+		return fail(err)
+	}
+	store, err := redisstore.New(sc, redisstore.Options{})
 	if err != nil {
 		return fail(err)
 	}

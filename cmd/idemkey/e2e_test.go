@@ -87,6 +87,8 @@ func TestStormPassesAgainstServe(t *testing.T) {
 		{"409", []string{"--wait", "0s"}, []string{"--retry"}, true},
 		// The same, with the flag's old name.
 		{"409 retry-409", []string{"--wait", "0s"}, []string{"--retry-409"}, true},
+		// The store on the plain client instead of the auto-pipeliner.
+		{"no pipeline", []string{"--no-pipeline"}, []string{"--retry"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServe(t, append([]string{"--provider-latency", "10ms"}, tc.serve...)...)

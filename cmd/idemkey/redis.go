@@ -45,6 +45,14 @@ func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
 	// Without it go-redis ignores context deadlines, and a hung Redis would
 	// hold every request for its ReadTimeout.
 	opts.ContextTimeoutEnabled = true
+	// The auto-pipeliner gives a stalled connection up only at the read
+	// timeout: keep it near the middleware's Timeout (2s).
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = 2 * time.Second
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = 2 * time.Second
+	}
 	rdb := redis.NewClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -59,6 +67,20 @@ func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
 func redisName(rdb *redis.Client) string {
 	o := rdb.Options()
 	return fmt.Sprintf("%s db %d", o.Addr, o.DB)
+}
+
+// storeClient is what the store sends its scripts through: the client's
+// shared auto-pipeliner, which batches concurrent requests' calls (see
+// docs/pipelining.md), or with plain the client itself.
+func storeClient(rdb *redis.Client, plain bool) (redis.Scripter, error) {
+	if plain {
+		return rdb, nil
+	}
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		return nil, fmt.Errorf("auto-pipeliner: %w", err)
+	}
+	return ap, nil
 }
 
 // embedded starts an in-memory miniredis on a free loopback port.

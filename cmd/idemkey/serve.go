@@ -36,6 +36,10 @@ miniredis that is gone when serve exits. Idempotency records live under
 record with 'idemkey inspect --bearer TOKEN KEY'. With --redis, serve runs
 the checks of 'idemkey doctor' at start and prints what is not ok.
 
+The store runs on go-redis's auto-pipeliner, which batches the calls of
+concurrent requests (docs/pipelining.md); --no-pipeline sends each on its
+own.
+
 With --wait, a duplicate of a request in progress waits for its answer
 instead of getting 409 at once (--wait 0 gives the plain 409 contract).
 
@@ -65,6 +69,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		latency   = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
 		wait      = fs.Duration("wait", 2*time.Second, "how long a duplicate waits for the first attempt before 409")
 		faults    = fs.Bool("faults", false, "enable the X-Demo-Fault header for fault drills")
+		plain     = fs.Bool("no-pipeline", false, "send each store call on its own instead of through go-redis's auto-pipeliner")
 	)
 	if code, stop := parseFlags(fs, args); stop {
 		return code
@@ -104,7 +109,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer rdb.Close()
 
 	exporter := metrics.NewExporter()
-	store, err := redisstore.New(rdb, redisstore.Options{Lease: *lease, Retention: *retention, Observer: exporter})
+	sc, err := storeClient(rdb, *plain)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
+		return 1
+	}
+	store, err := redisstore.New(sc, redisstore.Options{Lease: *lease, Retention: *retention, Observer: exporter})
 	if err != nil {
 		return usageError(stderr, "serve", "%v", err)
 	}

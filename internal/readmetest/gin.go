@@ -4,6 +4,7 @@ package readmetest
 import (
 	"log"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,14 @@ import (
 )
 
 func ginQuickStart(r *gin.Engine) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	store, err := redisstore.New(rdb, redisstore.Options{}) // prefix "idem:", lease 10s, retention 24h
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	// One auto-pipeliner per client, shared: concurrent requests' calls go
+	// out in batches (docs/pipelining.md). rdb itself works too, unbatched.
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := redisstore.New(ap, redisstore.Options{}) // prefix "idem:", lease 10s, retention 24h
 	if err != nil {
 		log.Fatal(err)
 	}
