@@ -11,6 +11,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,7 +64,9 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		bearer   = fs.String("bearer", "", "the bearer `token` of an 'idemkey serve' caller, instead of --scope")
 		authz    = fs.String("authorization", "", "an Authorization header `value`, for the default scope, instead of --scope")
 		asJSON   = fs.Bool("json", false, "print the record as one JSON object")
+		dicts    fileList
 	)
+	fs.Var(&dicts, "dict", "a zstd dictionary `file` the middleware compresses with (Options.Dictionaries), to decode such bodies; repeatable")
 	positional, code, stop := parseInterleaved(fs, args)
 	if stop {
 		return code
@@ -110,6 +113,10 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "inspect", "%v", err)
 	}
 
+	codec, err := dictCodec(dicts)
+	if err != nil {
+		return usageError(stderr, "inspect", "%v", err)
+	}
 	rdb, err := connect(ctx, addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)
@@ -135,7 +142,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)
 		return 2
 	}
-	out := describeRecord(*prefix, rec)
+	out := describeRecord(*prefix, rec, codec)
 	if *asJSON {
 		err = json.NewEncoder(stdout).Encode(out)
 	} else {
@@ -204,6 +211,10 @@ type responseJSON struct {
 	BodySize    int         `json:"body_size"`
 	BodyOmitted bool        `json:"body_omitted,omitempty"` // the original body was too large to store
 	Body        bytesJSON   `json:"body"`
+	// Undecoded says why an HTTP response could not be decoded (compressed
+	// with a dictionary inspect was not given); Body is then the stored
+	// bytes as they are.
+	Undecoded string `json:"undecoded,omitempty"`
 }
 
 // bytesJSON holds bytes as text when they are UTF-8, else as base64.
@@ -221,7 +232,7 @@ func newBytesJSON(b []byte) bytesJSON {
 	return bytesJSON{Base64: &s}
 }
 
-func describeRecord(prefix string, rec *redisstore.Record) recordJSON {
+func describeRecord(prefix string, rec *redisstore.Record, codec *httpcore.ResponseCodec) recordJSON {
 	out := recordJSON{
 		Found:         true,
 		Prefix:        prefix,
@@ -244,10 +255,15 @@ func describeRecord(prefix string, rec *redisstore.Record) recordJSON {
 		out.RecoveryData = &d
 	}
 	if r := rec.Response; r != nil {
-		if hr, err := httpcore.DecodeResponse(r.Code, r.Body); err == nil {
+		hr, err := codec.Decode(r.Code, r.Body)
+		switch {
+		case err == nil:
 			out.Response = &responseJSON{Status: hr.Status, HTTP: true, Headers: hr.Header, BodySize: len(hr.Body),
 				BodyOmitted: hr.BodyOmitted, Body: newBytesJSON(hr.Body)}
-		} else {
+		case errors.Is(err, httpcore.ErrUnknownDictionary):
+			out.Response = &responseJSON{Status: r.Code, HTTP: true, BodySize: len(r.Body), Body: newBytesJSON(r.Body),
+				Undecoded: err.Error() + "; pass the dictionary with --dict FILE"}
+		default:
 			out.Response = &responseJSON{Status: r.Code, BodySize: len(r.Body), Body: newBytesJSON(r.Body)}
 		}
 	}
@@ -309,7 +325,10 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 		}
 	}
 	if resp := r.Response; resp != nil {
-		if resp.HTTP {
+		if resp.Undecoded != "" {
+			row("response", "%d %s, not decoded: %s", resp.Status, http.StatusText(resp.Status), resp.Undecoded)
+			row("stored size", "%d bytes", resp.BodySize)
+		} else if resp.HTTP {
 			row("response", "%d %s", resp.Status, http.StatusText(resp.Status))
 			names := slices.Sorted(maps.Keys(resp.Headers))
 			label := "headers"
@@ -325,13 +344,15 @@ func (r recordJSON) writeText(w io.Writer, now time.Time) error {
 		} else {
 			row("response", "code %d (not an HTTP response)", resp.Status)
 		}
-		size := fmt.Sprintf("%d bytes", resp.BodySize)
-		if resp.BodyOmitted {
-			size += " (the original body was too large to store; replays get this problem instead)"
-		}
-		row("body size", "%s", size)
-		if resp.BodySize > 0 {
-			row("body", "%s", resp.Body.preview(bodyPreview))
+		if resp.Undecoded == "" {
+			size := fmt.Sprintf("%d bytes", resp.BodySize)
+			if resp.BodyOmitted {
+				size += " (the original body was too large to store; replays get this problem instead)"
+			}
+			row("body size", "%s", size)
+			if resp.BodySize > 0 {
+				row("body", "%s", resp.Body.preview(bodyPreview))
+			}
 		}
 	} else if !completed {
 		row("response", "none yet")
@@ -396,4 +417,31 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// fileList is a repeatable flag of file names.
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(s string) error { *f = append(*f, s); return nil }
+
+// dictCodec returns a response codec holding the dictionaries in files, or
+// nil (no dictionaries: compressed bodies without one still decode).
+func dictCodec(files []string) (*httpcore.ResponseCodec, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	var dicts [][]byte
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--dict: %w", err)
+		}
+		dicts = append(dicts, d)
+	}
+	codec, err := httpcore.NewResponseCodec(httpcore.Compression{Dictionaries: dicts})
+	if err != nil {
+		return nil, fmt.Errorf("--dict: %w", err)
+	}
+	return codec, nil
 }

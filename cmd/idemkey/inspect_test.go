@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/internal/corpus"
+	"github.com/idemkey/idemkey/internal/httpcore"
+	"github.com/idemkey/idemkey/internal/zdict"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -114,7 +120,7 @@ func TestInspectTextCompletedSaysWhatItKeeps(t *testing.T) {
 	rec := describeRecord("idem:", &redisstore.Record{
 		State: redisstore.Completed, Scope: "s", Key: "k", Fingerprint: "0123456789abcdef", Attempt: 1,
 		Response: &redisstore.Response{Code: 3, Body: []byte("done")}, TTL: time.Hour,
-	})
+	}, nil)
 	var b strings.Builder
 	require.NoError(t, rec.writeText(&b, time.Now()))
 	out := b.String()
@@ -127,7 +133,7 @@ func TestInspectTextCompletedSaysWhatItKeeps(t *testing.T) {
 	started := describeRecord("idem:", &redisstore.Record{
 		State: redisstore.Started, Scope: "s", Key: "k", Fingerprint: "0123456789abcdef", Attempt: 1,
 		Label: "job 7", CreatedAt: time.Now().Add(-time.Minute), TTL: time.Hour, LeaseTTL: time.Second,
-	})
+	}, nil)
 	b.Reset()
 	require.NoError(t, started.writeText(&b, time.Now()))
 	out = b.String()
@@ -141,10 +147,10 @@ func TestInspectTextCompletedSaysWhatItKeeps(t *testing.T) {
 // The JSON of a completed record has no created_at: it is not kept, and
 // the zero time would be a wrong one.
 func TestInspectJSONCompletedHasNoCreatedAt(t *testing.T) {
-	rec := describeRecord("idem:", &redisstore.Record{State: redisstore.Completed, Key: "k", Response: &redisstore.Response{Code: 1}})
+	rec := describeRecord("idem:", &redisstore.Record{State: redisstore.Completed, Key: "k", Response: &redisstore.Response{Code: 1}}, nil)
 	require.Nil(t, rec.CreatedAt)
 	at := time.Now()
-	rec = describeRecord("idem:", &redisstore.Record{State: redisstore.Started, Key: "k", CreatedAt: at})
+	rec = describeRecord("idem:", &redisstore.Record{State: redisstore.Started, Key: "k", CreatedAt: at}, nil)
 	require.NotNil(t, rec.CreatedAt)
 	require.True(t, at.Equal(*rec.CreatedAt))
 }
@@ -224,4 +230,47 @@ func TestRedisOptions(t *testing.T) {
 			require.Equal(t, tc.db, o.DB)
 		})
 	}
+}
+
+// A body compressed with a dictionary: without --dict inspect says it cannot
+// decode it and how to; with the dictionary it shows the response.
+func TestInspectDictionary(t *testing.T) {
+	dict, err := zdict.Train(corpus.Payment.Bodies(100, 300), zdict.Options{ID: 40077, Size: 8 << 10})
+	require.NoError(t, err)
+	dictFile := filepath.Join(t.TempDir(), "payments.zstd")
+	require.NoError(t, os.WriteFile(dictFile, dict, 0o600))
+	codec, err := httpcore.NewResponseCodec(httpcore.Compression{Dictionaries: [][]byte{dict}})
+	require.NoError(t, err)
+	body := corpus.Payment.Bodies(7, 1)[0]
+	stored := codec.Append(nil, http.Header{"Location": {"/v1/payments/pay_7"}}, body, false)
+
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store, err := redisstore.New(rdb, redisstore.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	c, err := store.Claim(ctx, redisstore.Request{Scope: "s", Key: "k1"})
+	require.NoError(t, err)
+	require.NoError(t, c.Lease.Complete(ctx, redisstore.Response{Code: http.StatusCreated, Body: stored}))
+
+	r := runBin(t, 30*time.Second, "inspect", "--redis", mr.Addr(), "--scope", "s", "k1")
+	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Contains(t, r.stdout, "201 Created, not decoded: ")
+	require.Contains(t, r.stdout, "dictionary")
+	require.Contains(t, r.stdout, "--dict FILE")
+
+	r = runBin(t, 30*time.Second, "inspect", "--redis", mr.Addr(), "--scope", "s", "--dict", dictFile, "k1", "--json")
+	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	var out recordJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.NotNil(t, out.Response)
+	require.Empty(t, out.Response.Undecoded)
+	require.Equal(t, "/v1/payments/pay_7", out.Response.Headers.Get("Location"))
+	require.NotNil(t, out.Response.Body.Text)
+	require.Equal(t, string(body), *out.Response.Body.Text)
+
+	r = runBin(t, 30*time.Second, "inspect", "--redis", mr.Addr(), "--scope", "s", "--dict", filepath.Join(t.TempDir(), "absent"), "k1")
+	require.Equal(t, 2, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "--dict")
 }
