@@ -56,7 +56,7 @@ error or when Redis cannot be reached.
 const bodyPreview = 2048
 
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--json] KEY", inspectAbout, stderr)
+	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--dict FILE]... [--json] KEY", inspectAbout, stderr)
 	var (
 		redisURL = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
