@@ -391,6 +391,9 @@ func (s *Store) checkCluster(ctx context.Context, nodes []checkNode) CheckResult
 		if enabled {
 			return checkPipelinedCluster(ctx, c)
 		}
+		return CheckResult{CheckCluster, CheckWarn, "not a cluster, as far as an auto-pipeliner shows: it hides its client, so " +
+			"Check cannot tell a Ring (whose shards lack each other's records when one is down) from a single node; " +
+			"the other checks saw one server only"}
 	}
 	if enabled {
 		return CheckResult{CheckCluster, CheckFail, "the server runs in cluster mode, but the store's client is not a cluster client: " +
@@ -406,14 +409,23 @@ func (s *Store) checkCluster(ctx context.Context, nodes []checkNode) CheckResult
 // pipeliner that routes by slot gets every answer, one on a single-node
 // client gets MOVED.
 func checkPipelinedCluster(ctx context.Context, ap *redis.AutoPipeliner) CheckResult {
+	info, err := ap.ClusterInfo(ctx).Result()
+	if err != nil {
+		return CheckResult{CheckCluster, CheckFail, fmt.Sprintf("CLUSTER INFO failed: %v", err)}
+	}
+	if f := parseInfo(info); f["cluster_state"] != "ok" {
+		return CheckResult{CheckCluster, CheckFail, fmt.Sprintf("cluster state %s, %s of 16384 slots ok: claims on the slots not served fail",
+			f["cluster_state"], f["cluster_slots_ok"])}
+	}
 	shards, err := ap.ClusterShards(ctx).Result()
 	if err != nil {
 		return CheckResult{CheckCluster, CheckFail, fmt.Sprintf("CLUSTER SHARDS failed: %v", err)}
 	}
-	masters := 0
+	masters, skipped := 0, 0
 	for _, sh := range shards {
 		i := slices.IndexFunc(sh.Nodes, func(n redis.Node) bool { return n.Role == "master" })
 		if i < 0 || len(sh.Slots) == 0 {
+			skipped++
 			continue
 		}
 		masters++
@@ -431,8 +443,12 @@ func checkPipelinedCluster(ctx context.Context, ap *redis.AutoPipeliner) CheckRe
 				net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)), err)}
 		}
 	}
-	return CheckResult{CheckCluster, CheckWarn, fmt.Sprintf("cluster of %d masters, reached through an auto-pipeliner, which routes "+
-		"by slot; the other checks saw one master only: to check them all, run Check on a store on the cluster client", masters)}
+	msg := fmt.Sprintf("cluster of %d masters, reached through an auto-pipeliner, which routes by slot", masters)
+	if skipped > 0 {
+		msg += fmt.Sprintf(" (%d shards without a master or slots)", skipped)
+	}
+	return CheckResult{CheckCluster, CheckWarn, msg + "; the other checks, in-progress records included, saw one master only: " +
+		"to check them all, run Check on a store on the cluster client"}
 }
 
 // keyIn returns a key whose hash slot is in one of ranges, if one of the

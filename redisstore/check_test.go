@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,7 +223,8 @@ func TestCheckCluster(t *testing.T) {
 	rs = checkByName(t, checkStore(t, autoPipeliner(t, cc), Options{}))
 	requireNoFail(t, rs)
 	require.Equal(t, CheckResult{CheckCluster, CheckWarn, "cluster of 3 masters, reached through an auto-pipeliner, which routes by slot; " +
-		"the other checks saw one master only: to check them all, run Check on a store on the cluster client"}, rs[CheckCluster])
+		"the other checks, in-progress records included, saw one master only: to check them all, run Check on a store on the cluster client"},
+		rs[CheckCluster])
 	rs = checkByName(t, checkStore(t, autoPipeliner(t, single), Options{}))
 	require.Equal(t, CheckFail, rs[CheckCluster].Status)
 	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient(...).AutoPipeline()")
@@ -232,14 +234,42 @@ func TestCheckCluster(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, slot, keySlot(key), key)
 	}
+
+	// A slot that no node serves fails the cluster's state: the check
+	// fails through the cluster client and through its pipeliner alike.
+	for _, addr := range cl.Addrs() {
+		node := redis.NewClient(&redis.Options{Addr: addr})
+		require.NoError(t, node.ClusterDelSlots(ctx, 0).Err())
+		require.NoError(t, node.Close())
+	}
+	stateFail := func() bool {
+		for _, addr := range cl.Addrs() {
+			node := redis.NewClient(&redis.Options{Addr: addr})
+			info, err := node.ClusterInfo(ctx).Result()
+			_ = node.Close()
+			if err != nil || !strings.Contains(info, "cluster_state:fail") {
+				return false
+			}
+		}
+		return true
+	}
+	require.Eventually(t, stateFail, 10*time.Second, 20*time.Millisecond, "cluster state never turned fail")
+	rs = checkByName(t, checkStore(t, cc, Options{}))
+	require.Equal(t, CheckFail, rs[CheckCluster].Status)
+	require.Contains(t, rs[CheckCluster].Message, "state fail, 16383 of 16384 slots ok")
+	rs = checkByName(t, checkStore(t, autoPipeliner(t, cc), Options{}))
+	require.Equal(t, CheckResult{CheckCluster, CheckFail, "cluster state fail, 16383 of 16384 slots ok: claims on the slots not served fail"},
+		rs[CheckCluster])
 }
 
-// A store on a single node's auto-pipeliner is checked as on the client.
+// A store on a single node's auto-pipeliner is checked as on the client,
+// but Check warns that it cannot tell a Ring's pipeliner from it.
 func TestCheckPipelined(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := checkByName(t, checkStore(t, autoPipeliner(t, srv.Client(t)), Options{}))
 	requireNoFail(t, rs)
-	require.Equal(t, CheckResult{CheckCluster, CheckOK, "not a cluster"}, rs[CheckCluster])
+	require.Equal(t, CheckWarn, rs[CheckCluster].Status)
+	require.Contains(t, rs[CheckCluster].Message, "cannot tell a Ring")
 	require.Equal(t, CheckOK, rs[CheckScripts].Status)
 }
 

@@ -274,3 +274,27 @@ func TestInspectDictionary(t *testing.T) {
 	require.Equal(t, 2, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "--dict")
 }
+
+// connect gives a client 2s read and write timeouts (the auto-pipeliner
+// frees a stalled connection only then) unless the URL sets them; a write
+// timeout left out follows the read timeout, as in go-redis.
+func TestConnectTimeouts(t *testing.T) {
+	mr := miniredis.RunT(t)
+	for _, tc := range []struct {
+		query       string
+		read, write time.Duration
+	}{
+		{"", 2 * time.Second, 2 * time.Second},
+		{"?read_timeout=10s", 10 * time.Second, 10 * time.Second},
+		{"?read_timeout=10s&write_timeout=1s", 10 * time.Second, time.Second},
+		{"?write_timeout=3s", 2 * time.Second, 3 * time.Second},
+	} {
+		rdb, err := connect(context.Background(), "redis://"+mr.Addr()+"/0"+tc.query)
+		require.NoError(t, err, tc.query)
+		o := rdb.Options()
+		require.NoError(t, rdb.Close())
+		require.Equal(t, tc.read, o.ReadTimeout, tc.query)
+		require.Equal(t, tc.write, o.WriteTimeout, tc.query)
+		require.True(t, o.ContextTimeoutEnabled, tc.query)
+	}
+}

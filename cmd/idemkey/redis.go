@@ -51,7 +51,7 @@ func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
 		opts.ReadTimeout = 2 * time.Second
 	}
 	if opts.WriteTimeout == 0 {
-		opts.WriteTimeout = 2 * time.Second
+		opts.WriteTimeout = opts.ReadTimeout // as go-redis does
 	}
 	rdb := redis.NewClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

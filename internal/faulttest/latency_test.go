@@ -155,7 +155,7 @@ func TestClaimUnderBlackholeAndLatency(t *testing.T) { claimUnderBlackholeAndLat
 // pipeliner runs one batch at a time on its connection, so every later call
 // of the process waits behind a blackholed or delayed one: a key is served
 // again only once the stalled batch has failed on the client's ReadTimeout
-// (~4.5s after the fault is cleared, with go-redis's default 3s; 1s after a
+// (~4.5s after the fault is cleared, with go-redis's default 5s; 1s after a
 // delay past Timeout), where the client itself serves it within milliseconds.
 func TestClaimUnderBlackholeAndLatencyPipelined(t *testing.T) {
 	claimUnderBlackholeAndLatency(t, pipelined)

@@ -17,11 +17,11 @@ import (
 // is empty, for a miniredis started on a free loopback port. It pings the
 // server, so a wrong URL fails here rather than on the first request. The
 // client has ContextTimeoutEnabled, so the store's and the middleware's
-// deadlines bound every call. where describes the server for a log line;
+// deadlines bound every call. where describes the server for a log line,
+// without credentials;
 // closeAll closes the client and stops the embedded server.
 func Open(url string) (client *redis.Client, where string, closeAll func(), err error) {
 	stop := func() {}
-	where = url
 	if url == "" {
 		mr := miniredis.NewMiniRedis()
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
@@ -34,6 +34,9 @@ func Open(url string) (client *redis.Client, where string, closeAll func(), err 
 	if err != nil {
 		stop()
 		return nil, "", nil, fmt.Errorf("redis URL: %w", err)
+	}
+	if where == "" {
+		where = fmt.Sprintf("redis at %s db %d", opts.Addr, opts.DB) // no credentials in logs
 	}
 	opts.ContextTimeoutEnabled = true
 	c := redis.NewClient(opts)

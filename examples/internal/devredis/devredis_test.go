@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
@@ -19,9 +20,21 @@ func TestOpen(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) { ping(t, "", "embedded miniredis at redis://127.0.0.1:") })
 	t.Run("url", func(t *testing.T) {
-		url := "redis://" + redistest.Start(t).Addr() + "/0"
-		ping(t, url, url)
+		addr := redistest.Start(t).Addr()
+		ping(t, "redis://"+addr+"/0", "redis at "+addr+" db 0")
 	})
+}
+
+// The description of a server given by URL never shows its password.
+func TestOpenHidesCredentials(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireUserAuth("app", "s3cret-pass")
+	client, where, closeAll, err := Open("redis://app:s3cret-pass@" + mr.Addr() + "/0")
+	require.NoError(t, err)
+	defer closeAll()
+	require.NoError(t, client.Ping(context.Background()).Err())
+	require.Equal(t, "redis at "+mr.Addr()+" db 0", where)
+	require.NotContains(t, where, "s3cret")
 }
 
 func TestOpenFailsFast(t *testing.T) {
