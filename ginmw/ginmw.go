@@ -9,7 +9,7 @@
 // writes (c.JSON, c.Data, c.Status without a body, c.Redirect, headers set
 // before or after the status) and holds the response back until its outcome
 // is stored. See the README for the full contract and Options for every
-// setting.
+// setting; DefaultScope and SharedScope are the Gin forms of httpmw's.
 //
 // Handlers find their key, their lease, derived keys for downstream
 // providers and recovery points through the gin.Context: Key, Lease,

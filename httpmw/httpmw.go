@@ -9,8 +9,15 @@
 //
 // The handler runs on a context detached from the client's: a client that
 // gives up does not stop it halfway. It is cancelled only when its lease is
-// lost, at the store's MaxDuration, or when Options.Shutdown is done; pass it
-// (r.Context()) to the calls the handler makes.
+// lost, at the store's MaxDuration, or when Options.Shutdown is done (its
+// cause is then ErrShutdown); pass it (r.Context()) to the calls the handler
+// makes.
+//
+// The defaults have names of their own, to build on: DefaultScope (a hash
+// of the Authorization or X-API-Key header; a request with neither gets
+// ErrNoCredential and a 500 scope-required), SharedScope (the explicit
+// opt-in to one scope for all callers), DefaultFinal (which statuses are
+// stored) and DefaultProblemBase (where problem types point).
 //
 // Handlers find their key, their lease, derived keys for downstream
 // providers and recovery points in the request context: Key, Lease,

@@ -82,6 +82,8 @@
 // With the bucket empty the Transport returns the answer it has
 // (StopBudget), so a fleet of clients cannot amplify an outage into a
 // retry storm; as requests succeed again and time passes, retries resume.
+// Budget.Tokens tells what a host has left; Transport.Options and
+// Budget.Options give the options in effect, defaults applied.
 //
 // Policy and ParseRetryAfter are exported for any other retry loop that
 // should follow the same rules (idemkey storm --retry).
