@@ -105,12 +105,20 @@ type Options struct {
 
 	// Wait makes a duplicate of a running request wait up to this long for
 	// the first one to finish and then answer with its replay, instead of
-	// 409 at once; a retry storm then sees answers, not conflicts. The wait
-	// polls Redis with backoff from 5ms to 100ms. Default: 0 (409 at once).
+	// 409 at once; a retry storm then sees answers, not conflicts. A
+	// duplicate of a request this process runs is told at once; one of a
+	// request another process runs is woken through Redis pub/sub when the
+	// outcome is stored, with polling as the fallback. Default: 0 (409 at
+	// once).
 	Wait time.Duration
 
 	// Timeout bounds each call to Redis. A claim that fails or times out
-	// answers 503 (or runs unprotected with FailOpen). Default: 2s.
+	// answers 503 (or runs unprotected with FailOpen). Storing an outcome
+	// (or releasing a key) after the handler ran is the exception: the side
+	// effect has happened, so it keeps trying for up to the longer of
+	// Timeout and the store's lease, holding the response meanwhile; if it
+	// still fails, the response is sent and the log says the outcome may not
+	// be stored. Default: 2s.
 	Timeout time.Duration
 
 	// FailOpen runs the handler without protection when Redis cannot be

@@ -70,7 +70,11 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !strings.Contains(url, "://") {
 		url = "redis://" + url // host:port
 	}
+	redis.SetLogger(quietRedisLog{}) // a failure to connect is reported once, below
 	rep := doctorReport{Redis: url, Prefix: *prefix}
+	if o, err := redisOptions(url); err == nil {
+		rep.Redis = optionsName(o) // as when connected, and without credentials
+	}
 	unreachable := func(err error) int {
 		fmt.Fprintf(stderr, "idemkey doctor: %v\n", err)
 		if *asJSON {

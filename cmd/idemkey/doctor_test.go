@@ -60,6 +60,18 @@ func TestDoctorCannotConnect(t *testing.T) {
 	r := runBin(t, 60*time.Second, "doctor", "--redis", "127.0.0.1:1")
 	require.Equal(t, 2, r.code, r.stdout)
 	require.Contains(t, r.stderr, "idemkey doctor: redis at 127.0.0.1:1")
+	// One line says so; go-redis's own dial retries are not printed.
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, r.stderr)
+
+	// The JSON report names the server as when connected, without the
+	// password the URL carried.
+	r = runBin(t, 60*time.Second, "doctor", "--redis", "redis://app:s3cret@127.0.0.1:1/2", "--json")
+	require.Equal(t, 2, r.code, r.stdout)
+	require.NotContains(t, r.stdout+r.stderr, "s3cret")
+	var rep struct{ Redis, Error string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Equal(t, "127.0.0.1:1 db 2", rep.Redis)
+	require.NotEmpty(t, rep.Error)
 }
 
 // A cluster is checked master by master, through a cluster client doctor
@@ -79,6 +91,9 @@ func TestServeChecksItsRedis(t *testing.T) {
 	s.stderr.waitFor(t, "idemkey serve: redis check: fail maxmemory-policy: allkeys-lru with maxmemory 64.0 MiB")
 	s.stderr.waitFor(t, "idemkey serve: redis check: warn persistence: neither AOF nor RDB")
 	require.NotContains(t, s.stderr.String(), "check: ok")
+	// The checks run on serve's client, not through the pipeliner its store
+	// uses, which would hide whether the server is a Ring.
+	require.NotContains(t, s.stderr.String(), "cluster")
 }
 
 // scrape reads serve's /metrics: its samples by series, and its HELP and

@@ -19,6 +19,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/internal/httpcore"
 	"github.com/idemkey/idemkey/redisstore"
@@ -117,6 +119,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "inspect", "%v", err)
 	}
+	redis.SetLogger(quietRedisLog{}) // a failure to connect is reported once, below
 	rdb, err := connect(ctx, addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey inspect: %v\n", err)

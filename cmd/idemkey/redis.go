@@ -64,10 +64,17 @@ func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
 }
 
 // redisName describes the server a client talks to, without credentials.
-func redisName(rdb *redis.Client) string {
-	o := rdb.Options()
-	return fmt.Sprintf("%s db %d", o.Addr, o.DB)
-}
+func redisName(rdb *redis.Client) string { return optionsName(rdb.Options()) }
+
+// optionsName describes the server of client options, without credentials.
+func optionsName(o *redis.Options) string { return fmt.Sprintf("%s db %d", o.Addr, o.DB) }
+
+// quietRedisLog drops go-redis's own log lines (a dial retried five times
+// prints four), for the one-shot commands that report a failure to connect
+// themselves.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // storeClient is what the store sends its scripts through: the client's
 // shared auto-pipeliner, which batches concurrent requests' calls (see

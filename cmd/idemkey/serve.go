@@ -119,7 +119,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "serve", "%v", err)
 	}
 	if *redisURL != "" {
-		checkAtStart(ctx, store, stderr)
+		// Check through the client itself: through the pipeliner, which
+		// hides it, Check could not tell a single node from a Ring.
+		opts := store.Options()
+		opts.Observer = nil
+		checker, err := redisstore.New(rdb, opts)
+		if err != nil {
+			return usageError(stderr, "serve", "%v", err)
+		}
+		checkAtStart(ctx, checker, stderr)
 	}
 	api, err := payments.New(payments.Config{
 		Redis:           rdb,

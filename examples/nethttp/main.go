@@ -57,7 +57,7 @@ func authenticate(keys map[string]string, next http.Handler) http.Handler {
 
 // accountScope is the middleware's Options.Scope: the authenticated account,
 // so one account's keys can never replay or block another's. It returns the
-// account ID, never the API key: the scope is stored in clear.
+// account ID, not the API key, which may rotate between two tries.
 func accountScope(r *http.Request) (string, error) {
 	acct, ok := r.Context().Value(accountKey{}).(string)
 	if !ok {

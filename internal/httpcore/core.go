@@ -304,7 +304,8 @@ func (x *Exchange) Finish(panicked any) {
 			"status", rec.status, "attempt", l.Attempt)
 	} else if err != nil {
 		kind = observe.NotStored
-		h.o.Logger.Error("idemkey: outcome not stored; a retry after the lease will run the handler again unless it resumes from a checkpoint",
+		h.o.Logger.Error("idemkey: outcome may not be stored (Redis did not confirm it): a retry gets the replay if the write landed, "+
+			"else, after the lease, runs the handler again unless it resumes from a checkpoint; the response was sent anyway",
 			"status", rec.status, "err", err)
 	}
 	if h.obs != nil {

@@ -2,6 +2,7 @@ package readmetest
 
 // README:begin gin
 import (
+	"errors"
 	"log"
 	"net/http"
 	"time"
@@ -26,8 +27,14 @@ func ginQuickStart(r *gin.Engine) {
 		log.Fatal(err)
 	}
 	idem := ginmw.New(store, ginmw.Options{
-		// Keys belong to the caller your auth middleware put in the context.
-		Scope: func(c *gin.Context) (string, error) { return c.GetString("user_id"), nil },
+		// Keys belong to the caller your auth middleware put in the context;
+		// an error (no caller) answers 401.
+		Scope: func(c *gin.Context) (string, error) {
+			if id := c.GetString("user_id"); id != "" {
+				return id, nil
+			}
+			return "", errors.New("no authenticated user")
+		},
 	})
 	r.POST("/v1/payments", idem, func(c *gin.Context) {
 		// c.Request.Context() ends on a lost lease or MaxDuration, never when the
