@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/ginmw"
+	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -111,20 +112,9 @@ func (s spec) scripter(client redis.UniversalClient) (redis.Scripter, error) {
 	if !s.pipelined {
 		return client, nil
 	}
-	var (
-		ap  *redis.AutoPipeliner
-		err error
-	)
-	switch c := client.(type) {
-	case *redis.Client:
-		ap, err = c.AutoPipeline()
-	case *redis.ClusterClient:
-		ap, err = c.AutoPipeline()
-	default:
-		return nil, fmt.Errorf("%s: no auto-pipeliner on %T", s.name, client)
-	}
+	ap, err := redistest.AutoPipeline(client)
 	if err != nil {
-		return nil, fmt.Errorf("%s: auto-pipeliner: %w", s.name, err)
+		return nil, fmt.Errorf("%s: %w", s.name, err)
 	}
 	return ap, nil
 }

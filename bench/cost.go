@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkey/idemkey/internal/footprint"
 	"github.com/idemkey/idemkey/internal/loadgen"
 	"github.com/idemkey/idemkey/redisstore"
 )
@@ -236,8 +237,7 @@ func (r *runner) memory(ctx context.Context) error {
 			return err
 		}
 		m := Memory{BodyBytes: size, StoredBytes: int(stored), Usage: int(usage), Overhead: int(usage) - size, Encoding: enc}
-		alloc := sdsAlloc(m.StoredBytes)
-		m.Slack = jemallocSize(alloc) - alloc
+		m.Slack = footprint.AllocatorSlack(m.StoredBytes)
 		m.Fixed = m.Overhead - m.Slack
 		r.res.Memory = append(r.res.Memory, m)
 		r.log("memory: body %d B, stored %d B, MEMORY USAGE %d B, overhead %d B (allocator slack %d B, fixed %d B)",

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -99,32 +98,4 @@ func commandsOf(stats map[string]int64, n int) Commands {
 	}
 	c.Script, c.Other, c.Total = per(script), per(other), per(total)
 	return c
-}
-
-// jemallocSize returns the size class jemalloc (Redis's allocator) serves a
-// request of n bytes from, for n up to a few pages: 8, then multiples of 16
-// up to 128, then four classes per doubling.
-func jemallocSize(n int) int {
-	switch {
-	case n <= 8:
-		return 8
-	case n <= 128:
-		return (n + 15) &^ 15
-	}
-	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
-	step := 1 << (k - 2)
-	return (n + step - 1) &^ (step - 1)
-}
-
-// sdsAlloc returns the bytes Redis asks the allocator for to hold a string
-// of n bytes: the sds header for that length, the bytes, a terminating NUL.
-func sdsAlloc(n int) int {
-	switch {
-	case n < 1<<8:
-		return n + 3 + 1
-	case n < 1<<16:
-		return n + 5 + 1
-	default:
-		return n + 9 + 1
-	}
 }

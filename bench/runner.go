@@ -248,7 +248,7 @@ func newPayment(url, key string, body []byte) (*http.Request, error) {
 // timed runs one throughput measurement and adds the CPU that the runner
 // process and redis-server spent on it.
 func (r *runner) timed(ctx context.Context, run func() (*loadgen.Result, error)) (Load, error) {
-	cpu0 := processCPU()
+	cpu0 := loadgen.ProcessCPU()
 	rcpu0, err := redisCPU(ctx, r.admin)
 	if err != nil {
 		return Load{}, err
@@ -257,7 +257,7 @@ func (r *runner) timed(ctx context.Context, run func() (*loadgen.Result, error))
 	if err != nil {
 		return Load{}, err
 	}
-	cpu := processCPU() - cpu0
+	cpu := loadgen.ProcessCPU() - cpu0
 	rcpu, err := redisCPU(ctx, r.admin)
 	if err != nil {
 		return Load{}, err

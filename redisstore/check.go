@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkey/idemkey/internal/keyslot"
 	"github.com/idemkey/idemkey/lua"
 )
 
@@ -456,7 +457,7 @@ func checkPipelinedCluster(ctx context.Context, ap *redis.AutoPipeliner) CheckRe
 func keyIn(ranges []redis.SlotRange) (string, bool) {
 	for i := range 1 << 20 {
 		key := "idemkey-check-" + strconv.Itoa(i)
-		slot := int64(keySlot(key))
+		slot := int64(keyslot.Of(key))
 		for _, r := range ranges {
 			if slot >= r.Start && slot <= r.End {
 				return key, true
@@ -464,23 +465,6 @@ func keyIn(ranges []redis.SlotRange) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// keySlot returns the cluster hash slot of key, which has no hash tag:
-// CRC16 (XMODEM) of the key, modulo 16384.
-func keySlot(key string) int {
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
 }
 
 // checkScripts loads every script and runs a claim and its release on a

@@ -85,24 +85,7 @@ func pipelinedBackend(t *testing.T, b backend) backend {
 }
 
 // autoPipeliner returns client's auto-pipeliner, closed when the test ends.
-func autoPipeliner(t *testing.T, client redis.UniversalClient) *redis.AutoPipeliner {
-	t.Helper()
-	var (
-		ap  *redis.AutoPipeliner
-		err error
-	)
-	switch c := client.(type) {
-	case *redis.Client:
-		ap, err = c.AutoPipeline()
-	case *redis.ClusterClient:
-		ap, err = c.AutoPipeline()
-	default:
-		t.Fatalf("no auto-pipeliner on %T", client)
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ap.Close() })
-	return ap
-}
+var autoPipeliner = redistest.AutoPipeliner
 
 func TestStoreMiniredis(t *testing.T) { testStore(t, miniBackend(t)) }
 func TestStoreRedis(t *testing.T)     { testStore(t, realBackend(t)) }

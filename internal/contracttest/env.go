@@ -70,10 +70,7 @@ func (b backend) scripter(t testing.TB) redis.Scripter {
 	if !b.pipelined {
 		return c
 	}
-	ap, err := c.AutoPipeline()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ap.Close() })
-	return ap
+	return redistest.AutoPipeliner(t, c)
 }
 
 // env is one application instance: app behind the adapter, on a real HTTP server.

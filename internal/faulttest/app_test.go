@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -38,21 +39,7 @@ func (v via) scripter(t *testing.T, client redis.UniversalClient) redis.Scripter
 	if v == direct {
 		return client
 	}
-	var (
-		ap  *redis.AutoPipeliner
-		err error
-	)
-	switch c := client.(type) {
-	case *redis.Client:
-		ap, err = c.AutoPipeline()
-	case *redis.ClusterClient:
-		ap, err = c.AutoPipeline()
-	default:
-		t.Fatalf("no auto-pipeliner on %T", client)
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ap.Close() })
-	return ap
+	return redistest.AutoPipeliner(t, client)
 }
 
 // app is an httpmw-protected endpoint that counts executions per key, with

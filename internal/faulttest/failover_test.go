@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/internal/keyslot"
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/internal/storm"
 	"github.com/idemkey/idemkey/observe"
@@ -484,28 +485,6 @@ func sentinelFailoverStorm(t *testing.T, v via, c sentinelCase) {
 	checkServes(t, a, c.name)
 }
 
-// slotOf returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
-// hash tag, or of the whole key without one, modulo 16384.
-func slotOf(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
-
 // slotsOf returns the slots node addr is master of, as rdb sees them now.
 func slotsOf(t *testing.T, rdb *redis.ClusterClient, addr string) map[int]bool {
 	t.Helper()
@@ -581,7 +560,7 @@ func TestClusterFailoverStorm(t *testing.T) {
 			f.checkAnswered(t, "cluster "+name)
 			for _, e := range append(f.log.exchanges(), f.probe.exchanges()...) {
 				if e.status == http.StatusServiceUnavailable {
-					require.True(t, affected[slotOf(recordKey("anonymous", e.key))],
+					require.True(t, affected[keyslot.Of(recordKey("anonymous", e.key))],
 						"key %s got 503 (sent %v after the kill, answered in %v) but its slot is not on node %d",
 						e.key, e.start.Sub(f.fault), e.took, victim)
 				}
@@ -612,6 +591,6 @@ func TestRecordKeyMatchesStore(t *testing.T) {
 		require.EqualValues(t, 1, n, "no record at %s: the store names records differently", name)
 		slot, err := rdb.ClusterKeySlot(ctx, name).Result()
 		require.NoError(t, err)
-		require.EqualValues(t, slot, slotOf(name))
+		require.EqualValues(t, slot, keyslot.Of(name))
 	}
 }

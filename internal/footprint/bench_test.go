@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/corpus"
+	"github.com/idemkey/idemkey/internal/loadgen"
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/internal/zdict"
 	"github.com/idemkey/idemkey/redisstore"
@@ -56,7 +57,7 @@ type cpuMeter struct {
 
 func startCPU(b *testing.B, rdb *redis.Client) *cpuMeter {
 	runtime.GC() // the set-up's garbage is not the requests' cost
-	c := &cpuMeter{b: b, rdb: rdb, proc: processCPU()}
+	c := &cpuMeter{b: b, rdb: rdb, proc: loadgen.ProcessCPU()}
 	var err error
 	c.redis, err = redisCPU(context.Background(), rdb)
 	require.NoError(b, err)
@@ -66,7 +67,7 @@ func startCPU(b *testing.B, rdb *redis.Client) *cpuMeter {
 
 func (c *cpuMeter) stop() {
 	c.b.StopTimer()
-	proc := processCPU() - c.proc
+	proc := loadgen.ProcessCPU() - c.proc
 	r, err := redisCPU(context.Background(), c.rdb)
 	require.NoError(c.b, err)
 	n := float64(c.b.N)
@@ -117,23 +118,10 @@ func BenchmarkReplay(b *testing.B) {
 				require.NoError(b, h.send(ctx, i, "k"+strconv.Itoa(i), false))
 			}
 			b.Run(k.Name+"/"+mode.name, func(b *testing.B) {
-				var next atomic.Int64
-				var failed atomic.Pointer[error]
-				b.SetParallelism(16)
-				b.SetBytes(int64(k.About))
-				cpu := startCPU(b, rdb)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						i := int(next.Add(1)) % len(samples)
-						if err := h.send(ctx, i, "k"+strconv.Itoa(i), true); err != nil {
-							failed.CompareAndSwap(nil, &err)
-						}
-					}
+				sendParallel(b, rdb, k, func(n int) error {
+					i := n % len(samples)
+					return h.send(ctx, i, "k"+strconv.Itoa(i), true)
 				})
-				cpu.stop()
-				if err := failed.Load(); err != nil {
-					b.Fatal(*err)
-				}
 			})
 			m := &measurer{rdb: rdb}
 			require.NoError(b, m.deleteAll(ctx, prefix))
@@ -159,26 +147,34 @@ func BenchmarkFirst(b *testing.B) {
 			require.NoError(b, h.send(ctx, 0, "warm-up", false))
 			b.Run(k.Name+"/"+mode.name, func(b *testing.B) {
 				run++
-				var next atomic.Int64
-				var failed atomic.Pointer[error]
-				b.SetParallelism(16)
-				b.SetBytes(int64(k.About))
-				cpu := startCPU(b, rdb)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						n := int(next.Add(1))
-						if err := h.send(ctx, n, fmt.Sprintf("f%d-%d", run, n), false); err != nil {
-							failed.CompareAndSwap(nil, &err)
-						}
-					}
+				sendParallel(b, rdb, k, func(n int) error {
+					return h.send(ctx, n, fmt.Sprintf("f%d-%d", run, n), false)
 				})
-				cpu.stop()
-				if err := failed.Load(); err != nil {
-					b.Fatal(*err)
-				}
 			})
 			m := &measurer{rdb: rdb}
 			require.NoError(b, m.deleteAll(ctx, prefix))
 		}
+	}
+}
+
+// sendParallel runs send with 16 requests in flight per CPU, numbering the
+// requests from 1, and fails the benchmark with the first error; it reports
+// k's body size and the CPU per request.
+func sendParallel(b *testing.B, rdb *redis.Client, k corpus.Kind, send func(n int) error) {
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	b.SetParallelism(16)
+	b.SetBytes(int64(k.About))
+	cpu := startCPU(b, rdb)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := send(int(next.Add(1))); err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		}
+	})
+	cpu.stop()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
 	}
 }

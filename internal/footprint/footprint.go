@@ -227,7 +227,7 @@ func (m *measurer) row(ctx context.Context, name, mode string, opts httpmw.Optio
 		return row, fmt.Errorf("footprint: %s %s: %d records found under %q, want %d", name, mode, len(records), prefix, m.records)
 	}
 	row = Row{Corpus: name, Mode: mode, Records: len(records)}
-	for i, k := range records {
+	for _, k := range records {
 		usage, err := m.rdb.MemoryUsage(ctx, k, 0).Result()
 		if err != nil {
 			return row, err
@@ -238,9 +238,7 @@ func (m *measurer) row(ctx context.Context, name, mode string, opts httpmw.Optio
 		}
 		row.Usage += float64(usage)
 		row.Stored += float64(n)
-		alloc := sdsAlloc(int(n))
-		row.Slack += float64(jemallocSize(alloc) - alloc)
-		_ = i
+		row.Slack += float64(AllocatorSlack(int(n)))
 	}
 	for _, s := range samples[:m.records] {
 		row.Body += float64(len(s.Body))
@@ -366,8 +364,18 @@ func serverVersion(ctx context.Context, c *redis.Client) (string, error) {
 	return "", nil
 }
 
-// jemallocSize returns the size class jemalloc rounds an allocation of n
-// bytes up to.
+// AllocatorSlack returns the bytes jemalloc (Redis's allocator) adds, by
+// rounding the allocation up to its size class, to a Redis string of n
+// bytes: the part of MEMORY USAGE that is neither the string nor Redis's
+// fixed overhead.
+func AllocatorSlack(n int) int {
+	alloc := sdsAlloc(n)
+	return jemallocSize(alloc) - alloc
+}
+
+// jemallocSize returns the size class jemalloc serves a request of n bytes
+// from, for n up to a few pages: 8, then multiples of 16 up to 128, then
+// four classes per doubling.
 func jemallocSize(n int) int {
 	switch {
 	case n <= 8:
