@@ -232,6 +232,15 @@ func otherThenFinish(ctx context.Context, s *lostStores, req Request, l *Lease) 
 	return first + "; owner completes: " + done + "; then " + describeClaim(s.s.Claim(ctx, req))
 }
 
+// claimAct claims req and holds the lease it gets, if any.
+func claimAct(ctx context.Context, s *lostStores, req Request, _ *Lease) (string, *Lease) {
+	c, err := s.s.Claim(ctx, req)
+	if err != nil {
+		return describeClaim(c, err), nil
+	}
+	return describeClaim(c, err), c.Lease
+}
+
 func other(ctx context.Context, s *lostStores, req Request, _ *Lease) string {
 	return describeClaim(s.s.Claim(ctx, req))
 }
@@ -240,14 +249,8 @@ var lostCases = []lostCase{
 	{
 		name:   "claim of a free key",
 		script: claimScript,
-		act: func(ctx context.Context, s *lostStores, req Request, _ *Lease) (string, *Lease) {
-			c, err := s.s.Claim(ctx, req)
-			if err != nil {
-				return describeClaim(c, err), nil
-			}
-			return describeClaim(c, err), c.Lease
-		},
-		next: otherThenFinish,
+		act:    claimAct,
+		next:   otherThenFinish,
 	},
 	{
 		name:   "claim that takes over",
@@ -262,13 +265,7 @@ var lostCases = []lostCase{
 			}, 10*time.Second, 5*time.Millisecond, "the short lease did not run out")
 			return nil
 		},
-		act: func(ctx context.Context, s *lostStores, req Request, _ *Lease) (string, *Lease) {
-			c, err := s.s.Claim(ctx, req)
-			if err != nil {
-				return describeClaim(c, err), nil
-			}
-			return describeClaim(c, err), c.Lease
-		},
+		act:  claimAct,
 		next: otherThenFinish,
 	},
 	{

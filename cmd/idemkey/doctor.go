@@ -89,7 +89,6 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return unreachable(err)
 	}
 	defer rdb.Close()
-	rep.Redis = redisName(rdb)
 	client, err := clusterAware(ctx, rdb)
 	if err != nil {
 		return unreachable(err)

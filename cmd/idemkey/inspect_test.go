@@ -158,11 +158,7 @@ func TestInspectJSONCompletedHasNoCreatedAt(t *testing.T) {
 // The binary, end to end: a record written by a store with escapes in its
 // label and recovery point is shown quoted.
 func TestInspectQuotesEndToEnd(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	store, err := redisstore.New(rdb, redisstore.Options{})
-	require.NoError(t, err)
+	mr, store := miniStore(t)
 	ctx := context.Background()
 	c, err := store.Claim(ctx, redisstore.Request{Scope: "s", Key: "k1", Label: "POST /v1/\x1b]0;owned\x07\x1b[2J\u009b31m"})
 	require.NoError(t, err)
@@ -244,11 +240,7 @@ func TestInspectDictionary(t *testing.T) {
 	body := corpus.Payment.Bodies(7, 1)[0]
 	stored := codec.Append(nil, http.Header{"Location": {"/v1/payments/pay_7"}}, body, false)
 
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	store, err := redisstore.New(rdb, redisstore.Options{})
-	require.NoError(t, err)
+	mr, store := miniStore(t)
 	ctx := context.Background()
 	c, err := store.Claim(ctx, redisstore.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)
@@ -297,4 +289,16 @@ func TestConnectTimeouts(t *testing.T) {
 		require.Equal(t, tc.write, o.WriteTimeout, tc.query)
 		require.True(t, o.ContextTimeoutEnabled, tc.query)
 	}
+}
+
+// miniStore returns a miniredis and a store with the default options on it,
+// for records inspect then reads.
+func miniStore(t *testing.T) (*miniredis.Miniredis, *redisstore.Store) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store, err := redisstore.New(rdb, redisstore.Options{})
+	require.NoError(t, err)
+	return mr, store
 }
