@@ -117,7 +117,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 			err = fmt.Errorf("redisstore: do: outcome not stored: %w", werr)
 		}
 	case fctx.Err() != nil:
-		kind, werr = observe.Released, l.release(wctx, true)
+		kind, werr = observe.Released, l.Interrupt(wctx)
 		if cause := context.Cause(fctx); cause != fctx.Err() && cause != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}

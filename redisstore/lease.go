@@ -82,6 +82,16 @@ func (l *Lease) Complete(ctx context.Context, resp Response) error {
 // ErrLeaseLost if another lease owns the record or it was completed.
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, false) }
 
+// Interrupt ends the lease of a run that was stopped before it finished
+// (shutdown, MaxDuration, a lost deadline) and may have done part of its
+// work: unlike Release, it keeps the record and its history in every case
+// and ends only the lease, so the next claim takes the key over at once, as
+// the next attempt (Attempt > 1), with the last checkpoint as its recovery
+// point, instead of running as a fresh first attempt that knows nothing of
+// this one. Like Release, it tries again while Redis cannot be reached; it
+// returns ErrLeaseLost if another lease owns the record or it was completed.
+func (l *Lease) Interrupt(ctx context.Context) error { return l.release(ctx, true) }
+
 // release is Release; keep keeps the record in any case, for a run that
 // may have done part of its work.
 func (l *Lease) release(ctx context.Context, keep bool) error {

@@ -313,6 +313,25 @@ func testStore(t *testing.T, b backend) {
 		require.Equal(t, "d1", string(c2.Lease.RecoveryData))
 	})
 
+	t.Run("interrupt keeps a first attempt's record: the next claim takes over at once as attempt 2", func(t *testing.T) {
+		s := newStore(t, b, Options{})
+		req := newReq(t)
+		c1, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, c1.Lease.Interrupt(ctx))
+		rec, err := s.Lookup(ctx, req.Scope, req.Key)
+		require.NoError(t, err, "an interrupted run may have done part of its work: its record stays")
+		require.Equal(t, Started, rec.State)
+		require.Zero(t, rec.LeaseTTL, "only the lease ended")
+		c2, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, TookOver, c2.Status, "no wait for the lease: it was ended")
+		require.Equal(t, 2, c2.Lease.Attempt)
+		require.ErrorIs(t, c1.Lease.Interrupt(ctx), ErrLeaseLost, "fenced once taken over")
+		require.NoError(t, c2.Lease.Complete(ctx, Response{Code: 201}))
+		require.ErrorIs(t, c2.Lease.Interrupt(ctx), ErrLeaseLost, "a completed record is not interrupted")
+	})
+
 	t.Run("every key has a TTL and completed records expire after retention", func(t *testing.T) {
 		s := newStore(t, b, Options{Lease: 100 * time.Millisecond, Retention: 400 * time.Millisecond})
 		req := newReq(t)
