@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"errors"
@@ -252,6 +253,9 @@ func (s *Store) remember(l *Lease, resp Response, expires time.Time) {
 	if c.cost() > rc.max {
 		return
 	}
+	// The cache's own copy: the caller may reuse its buffer (Do's result,
+	// the body given to Complete), and Redis keeps what it was sent.
+	c.resp.Body = bytes.Clone(resp.Body)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if e, ok := rc.m[c.key]; ok {

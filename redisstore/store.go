@@ -112,7 +112,11 @@ type Options struct {
 	// round trip: outcomes this process stored, and replays it fetched. An
 	// entry lives no longer than its record in Redis (the retention). It
 	// costs memory, and a replay served from it does not see a record that
-	// was deleted from Redis by hand. Default: 0 (no cache).
+	// was deleted from Redis by hand. The cache keeps its own copy of each
+	// outcome, so the caller may reuse the buffers it gave to Complete or
+	// returned from Do's function; a replay's Response.Body from Claim is
+	// the cache's copy, to read and not to modify (Do's Result.Data is the
+	// caller's own). Default: 0 (no cache).
 	ReplayCacheBytes int
 
 	// Observer, if set, receives every decision the store, Store.Do and the
@@ -340,7 +344,10 @@ func (s Status) String() string {
 type Response struct {
 	// Code is an application-defined status, such as an HTTP status code.
 	Code int
-	// Body is the outcome's bytes.
+	// Body is the outcome's bytes. [Lease.Complete] does not keep it: the
+	// caller may reuse the slice once Complete returns. In a Replayed
+	// [Claim], read it and do not modify it: with Options.ReplayCacheBytes it
+	// is shared with every later replay of the key in this process.
 	Body []byte
 }
 

@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestReplayCacheKeepsItsOwnCopy: with the replay cache on, a caller that
+// reuses or changes its buffers, after Do or Complete has stored them or
+// after it got a replay, changes nothing any later replay returns.
+func TestReplayCacheKeepsItsOwnCopy(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := newStore(t, b, Options{ReplayCacheBytes: 1 << 20})
+
+			t.Run("Do", func(t *testing.T) {
+				req := newReq(t)
+				buf := []byte("charge ch_1")
+				res, err := s.Do(ctx, req, func(context.Context, *Lease) ([]byte, error) { return buf, nil })
+				require.NoError(t, err)
+				require.False(t, res.Replayed)
+				copy(buf, "XXXXXXXXXXX") // the caller reuses its buffer
+				res, err = s.Do(ctx, req, nil)
+				require.NoError(t, err)
+				require.True(t, res.Replayed)
+				require.Equal(t, "charge ch_1", string(res.Data))
+				res.Data[0] = 'Y' // a replay's data is the caller's
+				res, err = s.Do(ctx, req, nil)
+				require.NoError(t, err)
+				require.Equal(t, "charge ch_1", string(res.Data))
+			})
+
+			t.Run("Complete", func(t *testing.T) {
+				req := newReq(t)
+				c, err := s.Claim(ctx, req)
+				require.NoError(t, err)
+				body := []byte(`{"id":"ord_1"}`)
+				require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: body}))
+				copy(body, "XXXXXXXXXXXXXX")
+				r, err := s.Claim(ctx, req)
+				require.NoError(t, err)
+				require.Equal(t, Replayed, r.Status)
+				require.Equal(t, `{"id":"ord_1"}`, string(r.Response.Body))
+			})
+
+			t.Run("a replay fetched from Redis", func(t *testing.T) {
+				req := newReq(t)
+				other := newStore(t, b, Options{})
+				_, err := other.Do(ctx, req, func(context.Context, *Lease) ([]byte, error) { return []byte("from redis"), nil })
+				require.NoError(t, err)
+				res, err := s.Do(ctx, req, nil) // fetched from Redis, and cached
+				require.NoError(t, err)
+				require.True(t, res.Replayed)
+				copy(res.Data, "XXXX")
+				res, err = s.Do(ctx, req, nil) // from the cache
+				require.NoError(t, err)
+				require.Equal(t, "from redis", string(res.Data))
+			})
+		})
+	}
+}
