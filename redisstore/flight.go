@@ -199,12 +199,13 @@ func (l *Lease) ended(resp *Response) {
 
 // replayCache keeps completed outcomes this process has seen, so that their
 // replays cost no round trip: bounded in bytes, each entry until its record
-// expires in Redis, oldest first out.
+// expires in Redis, the least recently used first out (a key being retried
+// stays while fresh outcomes come and go).
 type replayCache struct {
 	mu    sync.Mutex
 	max   int
 	size  int
-	order *list.List // of *cached, oldest first
+	order *list.List // of *cached, least recently used first
 	m     map[string]*list.Element
 }
 
@@ -240,6 +241,7 @@ func (s *Store) cached(l *Lease) (*Claim, bool) {
 	if c.fp != l.fp {
 		return nil, false
 	}
+	rc.order.MoveToBack(e) // used now: the last to go
 	return &Claim{Status: Replayed, Response: c.resp}, true
 }
 

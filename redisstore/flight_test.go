@@ -1,10 +1,14 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/observe"
 )
 
 // TestReplayCacheKeepsItsOwnCopy: with the replay cache on, a caller that
@@ -59,6 +63,48 @@ func TestReplayCacheKeepsItsOwnCopy(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, "from redis", string(res.Data))
 			})
+		})
+	}
+}
+
+// TestReplayCacheEvictsLeastRecentlyUsed: a full replay cache makes room by
+// dropping the outcome replayed least recently, not the oldest stored: a
+// key that is being retried stays cached while fresh outcomes come and go.
+func TestReplayCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var claims atomic.Int32 // claims that reached Redis
+			obs := observe.Func{OnRedis: func(_ context.Context, c *observe.Call) {
+				if c.Script == "claim" {
+					claims.Add(1)
+				}
+			}}
+			body := bytes.Repeat([]byte("b"), 100)
+			// Room for two entries of ~225 bytes (key, body, overhead), not three.
+			s := newStore(t, b, Options{ReplayCacheBytes: 500, Observer: obs})
+			complete := func(req Request) {
+				t.Helper()
+				c, err := s.Claim(ctx, req)
+				require.NoError(t, err)
+				require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: body}))
+			}
+			replay := func(req Request) (fromRedis bool) {
+				t.Helper()
+				n := claims.Load()
+				c, err := s.Claim(ctx, req)
+				require.NoError(t, err)
+				require.Equal(t, Replayed, c.Status)
+				return claims.Load() > n
+			}
+			hot, cold, fresh := newReq(t), newReq(t), newReq(t)
+			complete(hot)
+			complete(cold)
+			require.False(t, replay(hot), "cached")
+			complete(fresh) // the cache is full: one entry goes
+			require.False(t, replay(hot), "the hot key, replayed last, was evicted")
+			require.False(t, replay(fresh))
+			require.True(t, replay(cold), "the least recently used entry should have gone")
 		})
 	}
 }

@@ -110,7 +110,8 @@ type Options struct {
 	// ReplayCacheBytes, when positive, keeps up to this many bytes of
 	// completed outcomes in this process, so that replays of them cost no
 	// round trip: outcomes this process stored, and replays it fetched. An
-	// entry lives no longer than its record in Redis (the retention). It
+	// entry lives no longer than its record in Redis (the retention); when
+	// the cache is full, the least recently replayed entry goes first. It
 	// costs memory, and a replay served from it does not see a record that
 	// was deleted from Redis by hand. The cache keeps its own copy of each
 	// outcome, so the caller may reuse the buffers it gave to Complete or
