@@ -15,7 +15,9 @@ import (
 // it), until ctx ends, when it returns the last *InProgressError. It never
 // waits on a mismatch or any other error.
 //
-// A wait on an operation this process runs needs no Redis call at all. A
+// A wait on an operation this process runs needs no Redis call while its
+// lease holds by this process's clock; past that, Await asks Redis, which
+// may have let another process take the key over and store its outcome. A
 // wait on another process is woken through Redis pub/sub when the owner
 // completes or releases: the waiter subscribes to the record's wake-up
 // channel and marks the record, so that only records somebody waits for
@@ -42,12 +44,12 @@ func (s *Store) Await(ctx context.Context, req Request) (*Claim, error) {
 // wait waits for l's key to change hands: its local run to end, or a
 // wake-up, or the next poll. It returns false when ctx ends first.
 func (s *Store) wait(ctx context.Context, l *Lease, backoff *time.Duration) bool {
-	if f := s.flights.get(l.keys.record()); f != nil && f.fp == l.fp && s.flights.owned(f) {
-		select {
-		case <-s.flights.doneChan(f):
-			return true
-		case <-ctx.Done():
-			return false
+	if f := s.flights.get(l.keys.record()); f != nil && f.fp == l.fp {
+		if left := s.flights.owned(f); left > 0 {
+			// Past what the run's lease has left by this process's clock,
+			// only Redis knows: the run may be stuck without a heartbeat,
+			// and another process may have taken the key over.
+			return sleep(ctx, s.flights.doneChan(f), left)
 		}
 	}
 	poll := *backoff

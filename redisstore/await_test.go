@@ -345,3 +345,43 @@ func TestAwaitLatency(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitRechecksRedisPastALocalLease: a waiter on a run of its own
+// process that is stuck (no heartbeat, never completes) waits no longer than
+// that run's lease has left by this process's clock, then asks Redis, which
+// may have let another process take the key over and store its outcome
+// meanwhile. It used to wait for the local run until its own deadline and
+// answer "in progress" for a key long completed.
+func TestAwaitRechecksRedisPastALocalLease(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			// Under a second: no after-restart grace on a fresh redis-server.
+			opts := Options{Lease: 900 * time.Millisecond}
+			stuck, other := newStore(t, b, opts), newStore(t, backend{client: b.newClient(t)}, opts)
+			req := newReq(t)
+			c, err := stuck.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, Claimed, c.Status) // and then nothing: no heartbeat, no outcome
+
+			// Redis sees the lease end before this process does (its clock,
+			// a failover): another process takes over and stores the outcome.
+			require.NoError(t, b.client.PExpire(ctx, c.Lease.keys.record(), stuck.retention-stuck.lease).Err())
+			o, err := other.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, TookOver, o.Status)
+			require.NoError(t, o.Lease.Complete(ctx, Response{Code: 201, Body: []byte("stored by another process")}))
+
+			wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			start := time.Now()
+			w, err := stuck.Await(wctx, req)
+			require.NoError(t, err, "after %v", time.Since(start))
+			require.Equal(t, Replayed, w.Status)
+			require.Equal(t, "stored by another process", string(w.Response.Body))
+			// About the local lease's 900ms; the ceiling holds at 4x slowdown.
+			require.Less(t, time.Since(start), 5*time.Second)
+			t.Logf("replay after %v", time.Since(start))
+		})
+	}
+}

@@ -60,12 +60,16 @@ func (fs *flights) join(key string, fp *[fpLen]byte) (f *flight, leader bool) {
 	return f, true
 }
 
-// owned reports whether f's run holds its lease, as far as this process knows.
-func (fs *flights) owned(f *flight) bool {
+// owned returns how long f's run holds its lease at least, as far as this
+// process knows: 0 when it holds none.
+func (fs *flights) owned(f *flight) time.Duration {
 	fs.mu.Lock()
 	l := f.lease
 	fs.mu.Unlock()
-	return l != nil && l.left() > 0
+	if l == nil {
+		return 0
+	}
+	return max(l.left(), 0)
 }
 
 // closed is a channel that is always closed.
