@@ -15,9 +15,16 @@ import (
 // answered here, without Redis. Redis stays the referee between processes;
 // the flight only spares it the questions whose answer this process already
 // knows.
+//
+// A flight whose lease is over by this process's clock and that was never
+// ended (its lease dropped without Complete or Release, or its run stuck)
+// is dead: the next claim of its key replaces it, and joins sweep dead
+// flights out of the map every so many new flights, so that none stays
+// for the life of the process.
 type flights struct {
-	mu sync.Mutex
-	m  map[string]*flight
+	mu    sync.Mutex
+	m     map[string]*flight
+	added int // flights made since the last sweep
 }
 
 // flight is one key's claim by this process, and then its run. Its
@@ -55,10 +62,27 @@ func (fs *flights) join(key string, fp *[fpLen]byte) (f *flight, leader bool) {
 	if fs.m == nil {
 		fs.m = map[string]*flight{}
 	}
+	// A sweep costs a pass over the map once per as many new flights as it
+	// holds: constant time per flight.
+	if fs.added++; fs.added >= max(sweepEvery, len(fs.m)) {
+		fs.added = 0
+		for k, f := range fs.m {
+			if f.dead() {
+				fs.endLocked(k, f, nil)
+			}
+		}
+	}
 	f = &flight{fp: *fp}
 	fs.m[key] = f
 	return f, true
 }
+
+// sweepEvery is the fewest new flights between two sweeps.
+const sweepEvery = 64
+
+// dead reports whether f's run had a lease that is now over by this
+// process's clock. Called with flights.mu held.
+func (f *flight) dead() bool { return f.lease != nil && f.lease.left() <= 0 }
 
 // owned returns how long f's run holds its lease at least, as far as this
 // process knows: 0 when it holds none.
@@ -125,8 +149,13 @@ func (fs *flights) get(key string) *flight {
 func (fs *flights) end(key string, f *flight, resp *Response) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	fs.endLocked(key, f, resp)
+}
+
+// endLocked is end, with fs.mu held.
+func (fs *flights) endLocked(key string, f *flight, resp *Response) {
 	if fs.m[key] != f {
-		return // ended already
+		return // ended already, or replaced
 	}
 	delete(fs.m, key)
 	f.resp, f.isDone = resp, true
@@ -139,45 +168,56 @@ func (fs *flights) end(key string, f *flight, resp *Response) {
 // the same key and fingerprint in this process.
 func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 	key := l.keys.record()
-	f, leader := s.flights.join(key, &l.fp)
-	switch {
-	case f == nil:
-		return s.claim(ctx, l)
-	case leader:
-		c, err := s.claim(ctx, l)
-		if c != nil && c.Lease != nil {
-			c.Lease.flight = f
+	for range 2 { // a dead flight is replaced once
+		f, leader := s.flights.join(key, &l.fp)
+		switch {
+		case f == nil:
+			return s.claim(ctx, l)
+		case leader:
+			return s.lead(ctx, l, f)
 		}
-		s.flights.settle(f, c, err)
-		if c == nil || c.Lease == nil {
-			var resp *Response
-			if c != nil {
-				resp = &c.Response
+		select {
+		case <-s.flights.claimedChan(f):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
+		}
+		var ip *InProgressError
+		switch {
+		case f.err == nil && f.claim.Status == Replayed:
+			return &Claim{Status: Replayed, Response: f.claim.Response}, nil
+		case f.err == nil:
+			// This process runs the operation. Its lease is as good as
+			// Redis's answer while its heartbeat keeps it; past that, the
+			// flight is dead: replace it and ask Redis, which may let the
+			// key be taken over (and the new run collapse its duplicates).
+			if left := f.lease.left(); left > 0 {
+				return nil, &InProgressError{LeaseLeft: left}
 			}
-			s.flights.end(key, f, resp)
+			s.flights.end(key, f, nil)
+			continue
+		case errors.As(f.err, &ip), errors.Is(f.err, ErrMismatch), errors.Is(f.err, ErrExpired):
+			return nil, f.err // Redis's answer for this key and fingerprint
 		}
-		return c, err
+		return s.claim(ctx, l) // the leader failed (its context, Redis): ask for ourselves
 	}
-	select {
-	case <-s.flights.claimedChan(f):
-	case <-ctx.Done():
-		return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
+	return s.claim(ctx, l)
+}
+
+// lead claims l's key for the flight f it leads, and settles f with the answer.
+func (s *Store) lead(ctx context.Context, l *Lease, f *flight) (*Claim, error) {
+	c, err := s.claim(ctx, l)
+	if c != nil && c.Lease != nil {
+		c.Lease.flight = f
 	}
-	var ip *InProgressError
-	switch {
-	case f.err == nil && f.claim.Status == Replayed:
-		return &Claim{Status: Replayed, Response: f.claim.Response}, nil
-	case f.err == nil:
-		// This process runs the operation. Its lease is as good as Redis's
-		// answer while its heartbeat keeps it; past that, ask Redis, which
-		// may let the key be taken over.
-		if left := f.lease.left(); left > 0 {
-			return nil, &InProgressError{LeaseLeft: left}
+	s.flights.settle(f, c, err)
+	if c == nil || c.Lease == nil {
+		var resp *Response
+		if c != nil {
+			resp = &c.Response
 		}
-	case errors.As(f.err, &ip), errors.Is(f.err, ErrMismatch), errors.Is(f.err, ErrExpired):
-		return nil, f.err // Redis's answer for this key and fingerprint
+		s.flights.end(l.keys.record(), f, resp)
 	}
-	return s.claim(ctx, l) // the leader failed (its context, Redis): ask for ourselves
+	return c, err
 }
 
 // signed records a sign of life of the lease sent at t: a claim, extend or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -105,6 +106,69 @@ func TestReplayCacheEvictsLeastRecentlyUsed(t *testing.T) {
 			require.False(t, replay(hot), "the hot key, replayed last, was evicted")
 			require.False(t, replay(fresh))
 			require.True(t, replay(cold), "the least recently used entry should have gone")
+		})
+	}
+}
+
+// TestDeadFlightIsReplaced: a lease that is never completed or released
+// (its caller dropped it, or its run is stuck) leaves its flight behind.
+// Once the lease is over by this process's clock, the next claim of the key
+// replaces the flight, so that its own run collapses duplicates again, and
+// flights nobody asks for again are swept, instead of staying in memory
+// for the life of the process.
+func TestDeadFlightIsReplaced(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var claims atomic.Int32 // claims that reached Redis
+			obs := observe.Func{OnRedis: func(_ context.Context, c *observe.Call) {
+				if c.Script == "claim" {
+					claims.Add(1)
+				}
+			}}
+			s := newStore(t, b, Options{Lease: 200 * time.Millisecond, Observer: obs})
+			flights := func() int {
+				s.flights.mu.Lock()
+				defer s.flights.mu.Unlock()
+				return len(s.flights.m)
+			}
+			lapse := func(req Request, l *Lease) {
+				t.Helper()
+				require.Eventually(t, func() bool { return l.left() <= 0 }, 5*time.Second, 5*time.Millisecond)
+				b.expireLease(t, s, req)
+			}
+
+			req := newReq(t)
+			dropped, err := s.Claim(ctx, req)
+			require.NoError(t, err)
+			lapse(req, dropped.Lease) // never completed nor released
+			c, err := s.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, TookOver, c.Status)
+			before := claims.Load()
+			for range 5 {
+				_, err := s.Claim(ctx, req)
+				require.ErrorIs(t, err, ErrInProgress)
+			}
+			require.Equal(t, before, claims.Load(), "the takeover's duplicates asked Redis: it runs without a flight")
+			require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201}))
+			require.Zero(t, flights(), "a flight stayed behind")
+
+			// Dead flights that no claim comes back for are swept as others come and go.
+			var last *Lease
+			for range 100 {
+				c, err := s.Claim(ctx, newReq(t))
+				require.NoError(t, err)
+				last = c.Lease
+			}
+			require.Equal(t, 100, flights())
+			require.Eventually(t, func() bool { return last.left() <= 0 }, 5*time.Second, 5*time.Millisecond)
+			for range 100 {
+				c, err := s.Claim(ctx, newReq(t))
+				require.NoError(t, err)
+				require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
+			}
+			require.Less(t, flights(), 100, "dead flights were not swept")
 		})
 	}
 }
