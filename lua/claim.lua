@@ -34,6 +34,8 @@ local att, thr, at = string.match(string.sub(v, 27), '^(%d+):(%d+):()')
 if not at then return {0} end
 local tok = string.sub(ARGV[1], 19, 26)
 if string.sub(v, 19, 26) == tok then return {1, tonumber(att), v} end
+-- The claimer's threshold: its retention minus its lease.
+local nthr = string.match(string.sub(ARGV[1], 27), '^%d+:(%d+):')
 -- A released record (flags 'r') has no owner: take it over at once.
 local flags = string.sub(v, 2, 2)
 if flags ~= 'r' then
@@ -42,8 +44,10 @@ if flags ~= 'r' then
   if ttl > tonumber(thr) then return {3, ttl - tonumber(thr)} end
   -- The lease ran out. If this Redis started less than a lease ago, its owner may only have
   -- been cut off while Redis was down: it gets a lease of Redis's uptime to renew or complete.
-  -- (Uptime counts whole seconds: leases under a second get no such grace.)
-  local lease = tonumber(ARGV[2]) - tonumber(thr)
+  -- (Uptime counts whole seconds: leases under a second get no such grace.) The lease is the
+  -- claimer's own (its retention minus its threshold): a claimer with another retention,
+  -- in a rolling deploy, must not stretch the grace to the difference or remove it.
+  local lease = tonumber(ARGV[2]) - tonumber(nthr)
   if lease >= 1000 then
     local info = redis.pcall('INFO', 'server')
     local up = type(info) == 'string' and tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
@@ -51,7 +55,6 @@ if flags ~= 'r' then
   end
 end
 att = tonumber(att) + 1
-local nthr = string.match(string.sub(ARGV[1], 27), '^%d+:(%d+):')
 if flags == 'r' then flags = '-' end
 redis.call('SET', KEYS[1], 'S' .. flags .. string.sub(v, 3, 18) .. tok .. att .. ':' .. nthr .. ':' .. string.sub(v, 26 + at), 'PX', ARGV[2])
 return {1, att, v}
