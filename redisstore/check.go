@@ -482,6 +482,7 @@ func (s *Store) checkScripts(ctx context.Context) CheckResult {
 	if err != nil {
 		return CheckResult{CheckScripts, CheckFail, err.Error()}
 	}
+	quiet.env.settled.Store(true) // no start-up check: Check reports the eviction policy itself
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	start := time.Now()

@@ -36,7 +36,10 @@
 //
 // The store needs maxmemory-policy noeviction (or a Redis of its own that
 // never reaches maxmemory). An evicted record is forgotten: a retry of a
-// completed operation, or a duplicate of a running one, runs it again.
+// completed operation, or a duplicate of a running one, runs it again. The
+// store checks the policy on its first claim, in the background, and logs
+// an error naming maxmemory-policy when Redis may evict; with
+// Options.RequireNoEviction it refuses to serve instead ([ErrEvicting]).
 //
 // # Errors
 //
@@ -46,7 +49,8 @@
 //   - [Store.Claim]: [ErrInvalidRequest]; *[InProgressError] ([ErrInProgress]);
 //     [ErrMismatch]; *[ExpiredError] ([ErrExpired]); *[ReplicationError]
 //     ([ErrNotReplicated]) for a claim too few replicas acknowledged (given
-//     back before Claim returns); [ErrUnexpectedReply].
+//     back before Claim returns); [ErrUnexpectedReply]; [ErrEvicting] with
+//     Options.RequireNoEviction.
 //   - [Store.Do]: those of Claim; *[FailedError] ([ErrFailed]) for a stored
 //     failure; fn's error marked [Transient]; errors saying the outcome was
 //     not stored, or stored with a *ReplicationError.

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -131,6 +132,25 @@ type Options struct {
 	// heartbeat stops, so a stuck operation cannot hold its key for ever.
 	// Zero means no bound. Must be shorter than Retention. Default: 0.
 	MaxDuration time.Duration
+
+	// RequireNoEviction makes the store refuse to serve on a Redis that may
+	// evict records (fail closed): claims fail with an error matching
+	// ErrEvicting (the HTTP middleware answers 503, FailOpen or not) while
+	// any master's maxmemory-policy is not noeviction and a maxmemory is
+	// set. Without it, the store only logs that finding. Either way the
+	// store checks on its first claim, in the background: CONFIG GET
+	// maxmemory*, or INFO memory where CONFIG is disabled, on every master
+	// (through an auto-pipeliner, the one server it shows); where neither
+	// tells, it warns and serves. With it, the first claims wait for that
+	// check (a round trip per master), and an evicting Redis is checked
+	// again every 10s, so that fixing the policy needs no restart.
+	// Default: false (log only).
+	RequireNoEviction bool
+
+	// Logger receives what the store finds wrong with its Redis, outside
+	// any one call: an evicting maxmemory-policy, a Redis that refuses
+	// connections. Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Store claims, completes and replays idempotency records in Redis. It is
@@ -155,6 +175,10 @@ type Store struct {
 	flights        flights
 	cache          *replayCache // nil without Options.ReplayCacheBytes
 	wake           *waker       // nil when the client cannot subscribe
+
+	logger            *slog.Logger
+	requireNoEviction bool
+	env               envCheck // the start-up check (env.go)
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -223,25 +247,30 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if sub, ok := client.(subscriber); ok {
 		wake = &waker{client: sub}
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	return &Store{
-		wake:           wake,
-		cache:          cache,
-		noCollapse:     opts.NoCollapse,
-		client:         client,
-		bounded:        honoursDeadlines(client),
-		prefix:         opts.Prefix,
-		lease:          opts.Lease,
-		retention:      opts.Retention,
-		tombstone:      opts.TombstoneRetention,
-		heartbeat:      opts.Heartbeat,
-		maxDuration:    opts.MaxDuration,
-		replicas:       opts.Replicas,
-		replicaTimeout: opts.ReplicaTimeout,
-		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
-		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
-		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
-		retentionArg:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
-		obs:            opts.Observer,
+		logger:            opts.Logger,
+		requireNoEviction: opts.RequireNoEviction,
+		wake:              wake,
+		cache:             cache,
+		noCollapse:        opts.NoCollapse,
+		client:            client,
+		bounded:           honoursDeadlines(client),
+		prefix:            opts.Prefix,
+		lease:             opts.Lease,
+		retention:         opts.Retention,
+		tombstone:         opts.TombstoneRetention,
+		heartbeat:         opts.Heartbeat,
+		maxDuration:       opts.MaxDuration,
+		replicas:          opts.Replicas,
+		replicaTimeout:    opts.ReplicaTimeout,
+		retentionMS:       strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		thresholdMS:       strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
+		tombstoneMS:       strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
+		retentionArg:      strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		obs:               opts.Observer,
 	}, nil
 }
 
@@ -261,7 +290,8 @@ func honoursDeadlines(client redis.Scripter) bool {
 func (s *Store) Options() Options {
 	return Options{Prefix: s.prefix, Retention: s.retention, TombstoneRetention: s.tombstone, Lease: s.lease,
 		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout,
-		Observer: s.obs, NoCollapse: s.noCollapse, ReplayCacheBytes: s.cacheBytes()}
+		Observer: s.obs, NoCollapse: s.noCollapse, ReplayCacheBytes: s.cacheBytes(),
+		RequireNoEviction: s.requireNoEviction, Logger: s.logger}
 }
 
 func (s *Store) cacheBytes() int {
@@ -370,14 +400,21 @@ type Claim struct {
 // while another owner's lease runs, ErrMismatch when the key was claimed with
 // another fingerprint, an *ExpiredError when only the outcome's tombstone is
 // left, ErrInvalidRequest for a bad req, a *ReplicationError when
-// Options.Replicas did not acknowledge the claim, and a wrapped Redis error
-// when Redis cannot be reached.
+// Options.Replicas did not acknowledge the claim, an error matching
+// ErrEvicting with Options.RequireNoEviction on a Redis that may evict, and a
+// wrapped Redis error when Redis cannot be reached.
+//
+// The store's first claim starts its check of the eviction policy, in the
+// background (see Options.RequireNoEviction).
 //
 // A claim whose answer is lost (the call fails or times out after Redis may
 // have run it) is handed back in the background, so that it does not hold
 // the key for a whole lease while nothing runs.
 func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	if err := s.envReady(ctx); err != nil {
 		return nil, err
 	}
 	l := s.newLease(req)

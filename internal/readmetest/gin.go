@@ -22,7 +22,9 @@ func ginQuickStart(r *gin.Engine) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := redisstore.New(ap, redisstore.Options{}) // prefix "idem:", lease 10s, retention 24h
+	// Prefix "idem:", lease 10s, retention 24h. The first claim checks
+	// maxmemory-policy: on a Redis that evicts, refuse to serve (503).
+	store, err := redisstore.New(ap, redisstore.Options{RequireNoEviction: true})
 	if err != nil {
 		log.Fatal(err)
 	}
