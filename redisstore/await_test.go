@@ -108,9 +108,10 @@ func TestCollapse(t *testing.T) {
 	warm, err := s.Claim(ctx, Request{Key: "warm-up"})
 	require.NoError(t, err)
 	require.NoError(t, warm.Lease.Complete(ctx, Response{}))
+	settled(t, s) // the start-up check's commands are not the claims'
 
 	req := newReq(t)
-	rt.n = 0
+	rt.reset()
 	const n = 50
 	var (
 		wg      sync.WaitGroup
@@ -143,10 +144,10 @@ func TestCollapse(t *testing.T) {
 	require.Empty(t, others)
 	require.Equal(t, 1, owners)
 	require.Equal(t, n-1, waiting)
-	require.Equal(t, 1, rt.n, "one claim reached Redis")
+	require.Equal(t, 1, rt.n(), "one claim reached Redis")
 
 	require.NoError(t, owner.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
-	rt.n = 0
+	rt.reset()
 	replays := make([]*Claim, n)
 	errs := make([]error, n)
 	start = make(chan struct{})
@@ -163,7 +164,7 @@ func TestCollapse(t *testing.T) {
 		require.Equal(t, Replayed, replays[i].Status)
 		require.Equal(t, "done", string(replays[i].Response.Body))
 	}
-	require.LessOrEqual(t, rt.n, n/2, "concurrent replays share claims")
+	require.LessOrEqual(t, rt.n(), n/2, "concurrent replays share claims")
 }
 
 // TestAwait: a waiter gets the outcome as soon as it is stored, whether this
@@ -264,14 +265,15 @@ func TestReplayCache(t *testing.T) {
 	c, err := s.Claim(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
-	rt.n = 0
+	settled(t, s) // the start-up check's commands are not the replays'
+	rt.reset()
 	for range 5 {
 		r, err := s.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, Replayed, r.Status)
 		require.Equal(t, "done", string(r.Response.Body))
 	}
-	require.Zero(t, rt.n, "replays from the cache")
+	require.Zero(t, rt.n(), "replays from the cache")
 	other := req
 	other.Fingerprint = "another"
 	_, err = s.Claim(ctx, other)
@@ -279,13 +281,14 @@ func TestReplayCache(t *testing.T) {
 
 	// Another process's outcome, fetched once, then cached with its TTL.
 	s2 := newStore(t, backend{client: client}, Options{ReplayCacheBytes: 1 << 20, Lease: 100 * time.Millisecond, Retention: 700 * time.Millisecond})
-	rt.n = 0
+	s2.env.settled.Store(true) // no start-up check: its commands are not the replays'
+	rt.reset()
 	for range 3 {
 		r, err := s2.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, Replayed, r.Status)
 	}
-	require.Equal(t, 1, rt.n)
+	require.Equal(t, 1, rt.n())
 
 	// Past the retention, the cache holds nothing: the key is new again.
 	require.Eventually(t, func() bool {

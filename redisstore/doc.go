@@ -69,4 +69,17 @@
 // *redis.ClusterClient built with ContextTimeoutEnabled: true does that
 // itself; with any other client the store waits for the reply on another
 // goroutine and stops waiting at the deadline.
+//
+// # A Redis that refuses connections
+//
+// On one server (a *redis.Client, or an auto-pipeliner over one: the
+// start-up check tells), the first refused connection the store sees ends
+// the claims waiting on another goroutine and makes every claim after it
+// fail at once, its error wrapping the refusal (errors.Is
+// syscall.ECONNREFUSED), instead of each waiting for the client's dial
+// retries or its deadline; the store logs it (Options.Logger), probes
+// Redis every 50ms, and serves again as soon as it answers. Other writes
+// (complete, release, heartbeats) still go to the client and try as
+// before. On a cluster or a Ring, one node's refusal says nothing about
+// the others, and claims go to the client.
 package redisstore

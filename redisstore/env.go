@@ -76,7 +76,9 @@ func (s *Store) runEnvCheck(done chan struct{}) {
 		close(done)
 		e.mu.Unlock()
 	}()
-	_ = cluster // outage.go's concern
+	if !cluster {
+		s.out.single.Store(true) // outage.go
+	}
 	e.evict = nil
 	if r.Status == CheckFail && s.requireNoEviction {
 		e.evict = fmt.Errorf("%w: %s", ErrEvicting, r.Message)

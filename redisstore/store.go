@@ -179,6 +179,7 @@ type Store struct {
 	logger            *slog.Logger
 	requireNoEviction bool
 	env               envCheck // the start-up check (env.go)
+	out               outage   // a Redis that refuses connections (outage.go)
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -250,7 +251,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Store{
+	s := &Store{
 		logger:            opts.Logger,
 		requireNoEviction: opts.RequireNoEviction,
 		wake:              wake,
@@ -271,7 +272,12 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		tombstoneMS:       strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
 		retentionArg:      strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		obs:               opts.Observer,
-	}, nil
+	}
+	notify := make(chan struct{})
+	s.out.notify.Store(&notify)
+	_, single := client.(*redis.Client)
+	s.out.single.Store(single)
+	return s, nil
 }
 
 // honoursDeadlines reports whether client ends a call at its context's
@@ -437,6 +443,9 @@ func (s *Store) newLease(req Request) *Lease {
 
 // claim claims l's key in Redis.
 func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
+	if err := s.out.refusing(); err != nil {
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
 	keys := l.keys.one
 	if s.tombstone > 0 {
 		keys = []string{l.keys.record(), l.keys.tombstone()}
@@ -537,6 +546,7 @@ func (s *Store) call(ctx context.Context, handBack *Lease, script *redis.Script,
 func (s *Store) callBounded(ctx context.Context, handBack *Lease, script *redis.Script, keys []string, args []any) (any, error) {
 	if s.bounded {
 		reply, err := s.eval(ctx, script, keys, args...)
+		s.note(err)
 		if err != nil && reply == nil && handBack != nil && !isRedisReply(err) {
 			handBack.handBack()
 		}
@@ -551,27 +561,42 @@ func (s *Store) callBounded(ctx context.Context, handBack *Lease, script *redis.
 		reply, err := s.eval(ctx, script, keys, args...)
 		done <- result{reply, err}
 	}()
+	var outage <-chan struct{} // a claim stops waiting once Redis is found to refuse connections
+	if handBack != nil {
+		outage = s.out.began()
+	}
 	select {
 	case r := <-done:
+		s.note(r.err)
 		if r.err != nil && r.reply == nil && handBack != nil && !isRedisReply(r.err) {
 			handBack.handBack()
 		}
 		return r.reply, r.err
 	case <-ctx.Done():
-		select {
-		case r := <-done:
-			return r.reply, r.err
-		default:
-		}
-		if handBack != nil {
-			go func() {
-				if r := <-done; r.err == nil || !isRedisReply(r.err) {
-					handBack.handBack()
-				}
-			}()
-		}
-		return nil, context.Cause(ctx)
+	case <-outage:
 	}
+	select {
+	case r := <-done:
+		s.note(r.err)
+		return r.reply, r.err
+	default:
+	}
+	if handBack != nil {
+		go func() {
+			r := <-done
+			s.note(r.err) // a late refusal (the auto-pipeliner's) begins an outage
+			if r.err == nil || !isRedisReply(r.err) {
+				handBack.handBack()
+			}
+		}()
+	}
+	if err := s.out.refusing(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", context.Cause(ctx), err)
+		}
+		return nil, err
+	}
+	return nil, context.Cause(ctx)
 }
 
 // State is the state of a record.
