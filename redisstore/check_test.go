@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore/internal/check"
 )
 
 // checkByName runs Check and returns its results by name, after checking
@@ -277,4 +278,10 @@ func TestCheckMiniredis(t *testing.T) {
 	require.Contains(t, rs["version"].Message, "does not give its version in INFO")
 	require.Equal(t, CheckWarn, rs["maxmemory-policy"].Status)
 	require.Equal(t, CheckOK, rs["scripts"].Status)
+}
+
+// TestCheckStatuses: checkResults maps the internal statuses by conversion.
+func TestCheckStatuses(t *testing.T) {
+	require.Equal(t, []CheckStatus{CheckOK, CheckWarn, CheckFail},
+		[]CheckStatus{CheckStatus(check.OK), CheckStatus(check.Warn), CheckStatus(check.Fail)})
 }
