@@ -1,6 +1,7 @@
 package grpcmw
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -75,4 +76,13 @@ func FuzzDecodeOutcome(f *testing.F) {
 		require.Equal(t, o.code, again.code)
 		require.Equal(t, o.payload, again.payload)
 	})
+}
+
+// The README's contract table names every reason.
+func TestReasonsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	for _, r := range reasons {
+		require.Contains(t, string(readme), "`"+r+"`", "README.md does not document %s", r)
+	}
 }

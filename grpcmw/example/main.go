@@ -39,7 +39,7 @@ import (
 )
 
 func main() {
-	url := flag.String("redis", "", "Redis URL (default: an embedded miniredis, gone on exit)")
+	url := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default: $REDIS_URL, else an embedded miniredis, gone on exit)")
 	n := flag.Int("payments", 5, "payments to send")
 	flag.Parse()
 	if err := run(os.Stdout, *url, *n); err != nil {
