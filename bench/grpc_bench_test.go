@@ -20,7 +20,8 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Run with: go -C bench test . -run '^$' -bench BenchmarkGRPC -benchtime 40x
+// Run with: go -C bench test . -run '^$' -bench 'BenchmarkGRPC/rounds' -benchtime 100x -count 3
+// (ratios), and -bench 'BenchmarkGRPC/(bare|first-execution|replay)$' -benchtime 2s (allocs/op).
 //
 // BenchmarkGRPC serves one unary handler over gRPC on loopback TCP three
 // ways against one redis-server: bare (no interceptor), through grpcmw
