@@ -463,3 +463,53 @@ func TestObserver(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []observe.Kind{observe.Claimed, observe.Completed, observe.Replayed, observe.Rejected}, kinds)
 }
+
+// Options.Fingerprint replaces the default: here a field that differs
+// between retries is left out; a failing one refuses the call before
+// anything is claimed.
+func TestFingerprintOption(t *testing.T) {
+	var runs counter
+	h := start(t, charge(&runs), setup{server: grpcmw.Options{Fingerprint: func(ctx context.Context, method string, r any) (string, error) {
+		in := proto.Clone(r.(*structpb.Struct)).(*structpb.Struct)
+		delete(in.Fields, "sent_at")
+		return grpcmw.DefaultFingerprint(ctx, method, in)
+	}}})
+	ctx := ctxT(t, 10*time.Second)
+	require.NoError(t, h.call(ctx, "k", req(t, map[string]any{"amount": 1, "sent_at": "10:00"})).err)
+	a := h.call(ctx, "k", req(t, map[string]any{"amount": 1, "sent_at": "10:01"}))
+	require.NoError(t, a.err)
+	require.True(t, a.replayed())
+	require.Equal(t, codes.FailedPrecondition, status.Code(h.call(ctx, "k", req(t, map[string]any{"amount": 2})).err))
+
+	bad := start(t, charge(&runs), setup{redis: h.redis, server: grpcmw.Options{Fingerprint: func(context.Context, string, any) (string, error) {
+		return "", errors.New("no")
+	}}})
+	err := bad.call(ctx, "k2", req(t, map[string]any{"amount": 1})).err
+	require.Equal(t, codes.Internal, status.Code(err))
+	require.Equal(t, grpcmw.ReasonFingerprintFailed, reason(err))
+	require.EqualValues(t, 1, runs.get())
+
+	_, err = grpcmw.DefaultFingerprint(ctx, chargeMethod, "not a message")
+	require.Error(t, err)
+}
+
+// A retry after the outcome expired, within the tombstone's retention, is
+// told so (FailedPrecondition, RESPONSE_EXPIRED, marked replayed) and does
+// not run again.
+func TestResponseExpired(t *testing.T) {
+	var runs counter
+	h := start(t, charge(&runs), setup{store: redisstore.Options{Lease: 100 * time.Millisecond, Retention: 300 * time.Millisecond,
+		TombstoneRetention: time.Minute}})
+	ctx := ctxT(t, 10*time.Second)
+	in := req(t, map[string]any{"amount": 1})
+	require.NoError(t, h.call(ctx, "k", in).err)
+	var a answer
+	eventually(t, 5*time.Second, func() bool {
+		a = h.call(ctx, "k", in)
+		return a.err != nil
+	}, "the outcome expires")
+	require.Equal(t, codes.FailedPrecondition, status.Code(a.err), "%v", a.err)
+	require.Equal(t, grpcmw.ReasonResponseExpired, reason(a.err))
+	require.True(t, a.replayed())
+	require.EqualValues(t, 1, runs.get())
+}
