@@ -2,7 +2,6 @@ package grpcmw
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -208,7 +207,7 @@ func (o ClientOptions) retry(err error, attempt int) (time.Duration, bool) {
 	switch st.Code() {
 	case codes.Aborted, codes.Unavailable:
 	case codes.DeadlineExceeded:
-		if o.AttemptTimeout == 0 || errors.Is(err, context.Canceled) {
+		if o.AttemptTimeout == 0 { // the call's own deadline: it has ended
 			return 0, false
 		}
 	default:

@@ -129,7 +129,7 @@ func TestClientRetries(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		return charge(&runs)(ctx, in)
 	}, setup{server: grpcmw.Options{RetryAfter: 30 * time.Millisecond},
-		client: &grpcmw.ClientOptions{MaxAttempts: 30, AttemptTimeout: 50 * time.Millisecond}})
+		client: &grpcmw.ClientOptions{MaxAttempts: 30, AttemptTimeout: 50 * time.Millisecond, Budget: grpcmw.BudgetOptions{Burst: 100}}})
 	a := h.call(ctxT(t, 20*time.Second), "", req(t, map[string]any{"amount": 1}))
 	require.NoError(t, a.err)
 	require.True(t, a.replayed())

@@ -40,7 +40,10 @@ func TestConcurrentCallsOneKey(t *testing.T) {
 	var runs counter
 	release := make(chan struct{})
 	h := start(t, func(ctx context.Context, in *structpb.Struct) (*structpb.Struct, error) {
-		<-release
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second): // the test fails on its own; do not hang
+		}
 		return charge(&runs)(ctx, in)
 	}, setup{server: grpcmw.Options{RetryAfter: 250 * time.Millisecond}})
 	ctx := ctxT(t, 20*time.Second)
@@ -314,23 +317,31 @@ func recoverer(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.Una
 // retry gets the replay.
 func TestCallerGivesUp(t *testing.T) {
 	var runs counter
+	started, finish := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	h := start(t, func(ctx context.Context, in *structpb.Struct) (*structpb.Struct, error) {
+		close(started)
 		select {
 		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
+		case <-finish:
 		}
 		done <- ctx.Err()
 		_, hasDeadline := ctx.Deadline()
 		assert.False(t, hasDeadline, "the caller's deadline does not reach the run")
 		return charge(&runs)(ctx, in)
 	}, setup{})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := ctxT(t, 20*time.Second)
 	in := req(t, map[string]any{"amount": 1})
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	a := h.call(short, "k", in)
 	cancel()
 	require.Equal(t, codes.DeadlineExceeded, status.Code(a.err), "%v", a.err)
+	select {
+	case <-started:
+	default:
+		t.Fatal("the handler did not start within the caller's 1s deadline")
+	}
+	close(finish) // only now, after the caller gave up
 	require.NoError(t, <-done, "the handler's context was not cancelled")
 	eventually(t, 5*time.Second, func() bool {
 		b := h.call(ctx, "k", in)
