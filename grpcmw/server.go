@@ -23,9 +23,9 @@ var scopeHint sync.Once
 // UnaryServerInterceptor returns an interceptor that runs each protected
 // unary call once per (caller, idempotency key) with store: the first call
 // runs the handler and stores its outcome, and every retry gets that
-// outcome back (see the package documentation for every answer). Streams
-// are not intercepted: register no stream interceptor from this package,
-// and they pass through untouched. Put it after your authentication
+// outcome back (see the package documentation for every answer). Streaming
+// calls are not covered: the package has no stream interceptor, so they
+// pass through untouched. Put it after your authentication
 // interceptor, whose caller Options.Scope reads, and after any recovery
 // interceptor, so that a panicking handler releases its key before the
 // panic is recovered.
