@@ -36,7 +36,8 @@ func UnaryServerInterceptor(store *redisstore.Store, opts Options) grpc.UnarySer
 	if store == nil {
 		panic("grpcmw: nil store")
 	}
-	g := &guard{store: store, o: opts.withDefaults(), obs: store.Observer(), lease: store.Options().Lease}
+	so := store.Options()
+	g := &guard{store: store, o: opts.withDefaults(), obs: so.Observer, lease: so.Lease}
 	return g.intercept
 }
 
