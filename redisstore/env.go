@@ -2,13 +2,12 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/idemkey/idemkey/redisstore/internal/check"
 )
 
 // The start-up check: on its first claim the store checks, in the
@@ -49,7 +48,7 @@ func (s *Store) envReady(ctx context.Context) error {
 	}
 	done, running := e.done, e.running
 	e.mu.Unlock()
-	if !s.requireNoEviction {
+	if !s.opts.RequireNoEviction {
 		return nil
 	}
 	if running {
@@ -68,7 +67,8 @@ func (s *Store) envReady(ctx context.Context) error {
 func (s *Store) runEnvCheck(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), envCheckTime)
 	defer cancel()
-	r, all, cluster := s.checkEnv(ctx)
+	t := check.Target{Client: s.client}
+	r, all, cluster := t.Eviction(ctx)
 	e := &s.env
 	e.mu.Lock()
 	defer func() {
@@ -80,17 +80,17 @@ func (s *Store) runEnvCheck(done chan struct{}) {
 		s.out.single.Store(true) // outage.go
 	}
 	e.evict = nil
-	if r.Status == CheckFail && s.requireNoEviction {
+	if r.Status == check.Fail && s.opts.RequireNoEviction {
 		e.evict = fmt.Errorf("%w: %s", ErrEvicting, r.Message)
 		r.Message += "; claims are refused (Options.RequireNoEviction) until it is"
 	}
 	if r.Message != "" && r.Message != e.logged {
 		e.logged = r.Message
 		switch r.Status {
-		case CheckFail:
-			s.logger.Error("redisstore: maxmemory-policy: " + r.Message)
-		case CheckWarn:
-			s.logger.Warn("redisstore: maxmemory-policy: " + r.Message)
+		case check.Fail:
+			s.opts.Logger.Error("redisstore: maxmemory-policy: " + r.Message)
+		case check.Warn:
+			s.opts.Logger.Warn("redisstore: maxmemory-policy: " + r.Message)
 		}
 	}
 	switch {
@@ -101,58 +101,4 @@ func (s *Store) runEnvCheck(done chan struct{}) {
 	default:
 		e.settled.Store(true)
 	}
-}
-
-// checkEnv reads the eviction policy of every master (CONFIG GET, or INFO
-// memory where CONFIG is disabled) and returns checkEviction's verdict on
-// those it reached, an empty one if it reached none; whether it reached
-// them all; and whether the client may reach several servers (a cluster, a
-// Ring, or a server in cluster mode behind an auto-pipeliner).
-func (s *Store) checkEnv(ctx context.Context) (r CheckResult, all, cluster bool) {
-	switch s.client.(type) {
-	case *redis.Client:
-	case *redis.AutoPipeliner:
-		cluster = true // until INFO says otherwise
-	default:
-		cluster = true
-	}
-	if _, ok := s.client.(redis.Cmdable); !ok {
-		return CheckResult{CheckEviction, CheckWarn, fmt.Sprintf("cannot check maxmemory-policy through a %T (not a redis.Cmdable): make sure it is noeviction", s.client)}, true, cluster
-	}
-	nodes, err := s.checkNodes(ctx)
-	if err != nil {
-		return CheckResult{}, false, cluster
-	}
-	reached := nodes[:0]
-	for _, n := range nodes {
-		n.info = map[string]string{}
-		m, err := n.c.ConfigGet(ctx, "maxmemory*").Result()
-		switch {
-		case err == nil && m["maxmemory-policy"] != "":
-			n.info["maxmemory_policy"], n.info["maxmemory"] = m["maxmemory-policy"], m["maxmemory"]
-		case err != nil && !isReply(err):
-			continue // not reached
-		default: // CONFIG is disabled (managed Redis): INFO may show it
-			text, err := n.c.Info(ctx, "memory").Result()
-			if err != nil && !isReply(err) {
-				continue
-			}
-			n.info = parseInfo(text)
-		}
-		if _, ap := s.client.(*redis.AutoPipeliner); ap {
-			text, err := n.c.Info(ctx, "cluster").Result()
-			cluster = err != nil || parseInfo(text)["cluster_enabled"] != "0"
-		}
-		reached = append(reached, n)
-	}
-	if len(reached) == 0 {
-		return CheckResult{}, false, cluster
-	}
-	return checkEviction(reached), len(reached) == len(nodes), cluster
-}
-
-// isReply reports whether err is an error reply from Redis: it was reached.
-func isReply(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
 }

@@ -136,7 +136,7 @@ func TestDeadFlightIsReplaced(t *testing.T) {
 			lapse := func(l *Lease) { // by this process's clock and by Redis's
 				t.Helper()
 				l.signed(time.Now().Add(-time.Hour))
-				require.NoError(t, b.client.PExpire(ctx, l.keys.record(), s.retention-s.lease).Err())
+				require.NoError(t, b.client.PExpire(ctx, l.keys.Record(), s.opts.Retention-s.opts.Lease).Err())
 			}
 
 			req := newReq(t)

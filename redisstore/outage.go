@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A Redis that refuses connections is down, and every claim would wait for
@@ -16,10 +19,16 @@ import (
 // to learn it. So the first refusal the store sees ends the claims in
 // flight and makes every claim after it fail at once, with that refusal as
 // its cause, while one probe in the background asks Redis every
-// outageProbe until it accepts a connection again (or any call gets an
-// answer). Only where the client reaches one server: on a cluster, one
-// master's refusal says nothing about the others'.
+// outageProbe until it answers again (or any call gets an answer). Only
+// where the client reaches one server: on a cluster, one master's refusal
+// says nothing about the others'.
+//
+// outage is the script.Health of the store's runner: told how every call
+// ends, and cutting claims in flight short.
 type outage struct {
+	client redis.Scripter // for the probe
+	logger *slog.Logger
+
 	single atomic.Bool                   // the client reaches one server (env.go decides behind a pipeliner)
 	cur    atomic.Pointer[refusal]       // while Redis refuses connections
 	notify atomic.Pointer[chan struct{}] // closed when an outage begins, for the claims in flight
@@ -40,6 +49,14 @@ const (
 	outageMax       = 30 * time.Second       // probe this long at most; then a claim asks Redis again
 )
 
+func (o *outage) init(client redis.Scripter, logger *slog.Logger) {
+	o.client, o.logger = client, logger
+	notify := make(chan struct{})
+	o.notify.Store(&notify)
+	_, single := client.(*redis.Client)
+	o.single.Store(single)
+}
+
 // refusedError is the error of a claim refused at once during an outage.
 type refusedError struct{ r *refusal }
 
@@ -53,8 +70,8 @@ func (e *refusedError) Unwrap() error { return e.r.err }
 // isRefused reports whether err says Redis refused a connection.
 func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
-// refusing returns the error for a claim during an outage, nil otherwise.
-func (o *outage) refusing() error {
+// Refusal returns the error of a claim during an outage, nil otherwise.
+func (o *outage) Refusal() error {
 	r := o.cur.Load()
 	if r == nil {
 		return nil
@@ -63,76 +80,80 @@ func (o *outage) refusing() error {
 	return &refusedError{r}
 }
 
-// began returns a channel closed when an outage begins: a claim in flight
+// Down returns a channel closed when an outage begins: a claim in flight
 // stops waiting then.
-func (o *outage) began() <-chan struct{} { return *o.notify.Load() }
+func (o *outage) Down() <-chan struct{} { return *o.notify.Load() }
 
-// note learns from the result of a call to Redis: an answer ends an
-// outage, a refused connection begins one.
-func (s *Store) note(err error) {
-	o := &s.out
+// Ended learns from how a call to Redis ended: an answer ends an outage, a
+// refused connection begins one.
+func (o *outage) Ended(err error) {
 	switch {
 	case err == nil || isReply(err):
 		if o.cur.Load() != nil {
-			s.endOutage(nil)
+			o.end(nil)
 		}
 	case isRefused(err) && o.single.Load() && o.cur.Load() == nil:
-		s.beginOutage(err)
+		o.begin(err)
 	}
 }
 
-func (s *Store) beginOutage(err error) {
-	o := &s.out
+// isReply reports whether err is an error reply from Redis: it was reached.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+func (o *outage) begin(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.cur.Load() != nil {
 		return
 	}
+	// Logged first: a claim that sees the outage may return before begin does.
+	o.logger.Error("redisstore: Redis refuses connections: claims fail at once, without waiting for the client's retries, until it accepts one again", "err", err)
 	r := &refusal{err: err, since: time.Now()}
-	o.cur.Store(r)
 	o.asked.Store(r.since.UnixNano())
+	o.cur.Store(r)
 	next := make(chan struct{})
 	close(*o.notify.Swap(&next))
-	s.logger.Error("redisstore: Redis refuses connections: claims fail at once, without waiting for the client's retries, until it accepts one again", "err", err)
-	go s.probe(r)
+	go o.probe(r)
 }
 
-// endOutage ends the outage r (any outage if nil), if it is still on.
-func (s *Store) endOutage(r *refusal) {
-	o := &s.out
+// end ends the outage r (any outage if nil), if it is still on.
+func (o *outage) end(r *refusal) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	cur := o.cur.Load()
 	if cur == nil || (r != nil && cur != r) {
 		return
 	}
+	o.logger.Info("redisstore: Redis answers again", "after", time.Since(cur.since).Round(time.Millisecond))
 	o.cur.Store(nil)
-	s.logger.Info("redisstore: Redis answers again", "after", time.Since(cur.since).Round(time.Millisecond))
 }
 
 // probe asks Redis, every outageProbe, whether it accepts connections again,
 // until it answers, or nobody has claimed for a while, or the outage has
 // lasted outageMax: then claims ask Redis again, and the first refused one
 // begins the next outage.
-func (s *Store) probe(r *refusal) {
+func (o *outage) probe(r *refusal) {
 	t := time.NewTimer(outageProbe)
 	defer t.Stop()
 	for {
 		<-t.C
-		if s.out.cur.Load() != r {
+		if o.cur.Load() != r {
 			return // a call got an answer
 		}
-		if time.Since(r.since) > outageMax || time.Since(time.Unix(0, s.out.asked.Load())) > outageIdle {
-			s.out.mu.Lock()
-			s.out.cur.CompareAndSwap(r, nil) // given up, quietly: the next refusal says so again
-			s.out.mu.Unlock()
+		if time.Since(r.since) > outageMax || time.Since(time.Unix(0, o.asked.Load())) > outageIdle {
+			o.mu.Lock()
+			o.cur.CompareAndSwap(r, nil) // given up, quietly: the next refusal says so again
+			o.mu.Unlock()
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), outageProbeTime)
-		err := s.client.ScriptExists(ctx, claimScript.Hash()).Err()
+		err := o.client.ScriptExists(ctx, claimScript.Hash()).Err()
 		cancel()
 		if err == nil || isReply(err) {
-			s.endOutage(r)
+			o.end(r)
 			return
 		}
 		t.Reset(outageProbe) // refused, or timed out within the client's retries: still down
