@@ -154,7 +154,7 @@ type health struct {
 	ended   chan error
 }
 
-func (h *health) Ended(err error) { h.ended <- err }
+func (h *health) Ended(err error)       { h.ended <- err }
 func (h *health) Down() <-chan struct{} { return h.down }
 func (h *health) Refusal() error {
 	if p := h.refusal.Load(); p != nil {
