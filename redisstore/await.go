@@ -29,12 +29,17 @@ func (s *Store) Await(ctx context.Context, req Request) (*Claim, error) {
 		return nil, err
 	}
 	backoff := 5 * time.Millisecond
+	var last error // the last in-progress answer
 	for {
 		c, err := s.Claim(ctx, req)
 		var ip *InProgressError
 		if !errors.As(err, &ip) {
+			if err != nil && last != nil && ctx.Err() != nil {
+				return nil, last // the deadline fell inside this claim, not a wait
+			}
 			return c, err
 		}
+		last = err
 		if !s.wait(ctx, s.newLease(req), &backoff) {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -493,4 +494,45 @@ func TestWakerStopDoesNotHoldTheWaiters(t *testing.T) {
 	stopA()
 	stopA2()
 	require.Eventually(t, func() bool { return subscribers("chA") == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// hangsClaims passes the first claim through and holds every later one
+// until its context ends, as a Redis that stalls just then would.
+type hangsClaims struct {
+	redis.Scripter
+	claims atomic.Int32
+}
+
+func (h *hangsClaims) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if sha == claimScript.Hash() && h.claims.Add(1) > 1 {
+		<-ctx.Done()
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+	return h.Scripter.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestAwaitDeadlineInAClaim: when Await's deadline falls inside one of its
+// claims after a wait (not inside the wait), it returns the last in-progress
+// error, as documented, not the claim's context error: the middleware's
+// Wait then answers 409, not 503. (flakes.md: TestAwait's deadline case
+// failed so under load.)
+func TestAwaitDeadlineInAClaim(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			owner := newStore(t, b, Options{})
+			req := newReq(t)
+			c, err := owner.Claim(ctx, req)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Lease.Release(ctx) })
+			waiter, err := New(&hangsClaims{Scripter: b.newClient(t)}, Options{Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err = waiter.Await(wctx, req)
+			require.ErrorIs(t, err, ErrInProgress)
+		})
+	}
 }
