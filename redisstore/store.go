@@ -117,7 +117,9 @@ type Options struct {
 
 	// Observer, if set, receives every decision the store, Store.Do and the
 	// HTTP middleware on this store make, and every Redis call (package
-	// observe). It is called synchronously: keep it fast. Default: nil.
+	// observe). It is called synchronously: keep it fast. The store calls
+	// it through observe.Safe, so its panics never reach a request, and
+	// Options returns it so wrapped. Default: nil.
 	Observer observe.Observer
 
 	// MaxDuration bounds how long an operation may run: past it, the
@@ -236,7 +238,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
 		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
 		retentionArg:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
-		obs:            opts.Observer,
+		obs:            observe.Safe(opts.Observer), // an observer's panic never reaches a request
 	}, nil
 }
 

@@ -18,6 +18,7 @@ func TestImportRules(t *testing.T) {
 	allowed := map[string][]string{
 		"lua":               {},
 		"observe":           {},
+		"observe/metrics":   {"observe"},
 		"idemclient":        {},
 		"internal/keyslot":  {},
 		"redisstore":        {"lua", "observe", "internal/keyslot"},
