@@ -60,16 +60,16 @@ type Result struct {
 func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
 	c, err := s.Claim(ctx, req)
 	if err != nil {
-		if s.obs != nil {
+		if s.opts.Observer != nil {
 			s.observeClaimError(ctx, req, err)
 		}
 		return nil, err
 	}
 	if c.Status == Replayed {
-		if s.obs != nil {
+		if s.opts.Observer != nil {
 			e := observe.NewEvent(observe.Replayed, req.Scope, req.Key)
 			e.Route, e.Status = req.Label, c.Response.Code
-			s.obs.Event(ctx, &e)
+			s.opts.Observer.Event(ctx, &e)
 		}
 		switch c.Response.Code {
 		case doSucceeded:
@@ -87,7 +87,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := l.Supervise(cancel)
-	if s.obs != nil {
+	if s.opts.Observer != nil {
 		// Once the heartbeat runs: an observer that blocks cannot let the
 		// lease run out before fn has even started.
 		kind := observe.Claimed
@@ -96,13 +96,13 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 		}
 		e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
 		e.Route, e.Attempt = l.req.Label, l.Attempt
-		s.obs.Event(ctx, &e)
+		s.opts.Observer.Event(ctx, &e)
 	}
 	data, panicked, err := call(fctx, l, fn)
 	stop()
 
 	// The outcome must reach Redis even if the caller has given up.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.lease, 2*time.Second))
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.opts.Lease, 2*time.Second))
 	defer wcancel()
 	var (
 		res  *Result
@@ -143,7 +143,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 			err = failed
 		}
 	}
-	if s.obs != nil {
+	if s.opts.Observer != nil {
 		s.observeEnd(ctx, l, start, kind, werr)
 	}
 	return res, err
@@ -175,17 +175,17 @@ func (s *Store) observeClaimError(ctx context.Context, req Request, err error) {
 	}
 	e := observe.NewEvent(kind, req.Scope, req.Key)
 	e.Route, e.Err = req.Label, err
-	s.obs.Event(ctx, &e)
+	s.opts.Observer.Event(ctx, &e)
 }
 
 // observeEnd reports how a run of Do ended.
 func (s *Store) observeEnd(ctx context.Context, l *Lease, start time.Time, kind observe.Kind, err error) {
-	if s.obs == nil {
+	if s.opts.Observer == nil {
 		return
 	}
 	e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
 	e.Route, e.Attempt, e.Held, e.Err = l.req.Label, l.Attempt, time.Since(start), err
-	s.obs.Event(ctx, &e)
+	s.opts.Observer.Event(ctx, &e)
 }
 
 // call runs fn, turning a panic into a value.
