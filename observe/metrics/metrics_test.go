@@ -55,7 +55,6 @@ func TestTable(t *testing.T) {
 	require.IsIncreasing(t, RedisBuckets)
 }
 
-
 func TestRoutes(t *testing.T) {
 	r := NewRoutes(3)
 	require.Equal(t, "POST /a", r.Label("POST /a"))
