@@ -62,14 +62,14 @@ const crashExitCode = 3
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", "[flags]", serveAbout, stderr)
 	var (
-		addr      = fs.String("addr", "127.0.0.1:8080", "listen `address`; port 0 picks a free one")
-		redisURL  = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else embedded miniredis")
-		lease     = fs.Duration("lease", 10*time.Second, "idempotency lease: how long a crashed attempt blocks its key")
-		retention = fs.Duration("retention", 24*time.Hour, "how long completed outcomes are replayed")
-		latency   = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
-		wait      = fs.Duration("wait", 2*time.Second, "how long a duplicate waits for the first attempt before 409")
-		faults    = fs.Bool("faults", false, "enable the X-Demo-Fault header for fault drills")
-		plain     = fs.Bool("no-pipeline", false, "send each store call on its own instead of through go-redis's auto-pipeliner")
+		addr       = fs.String("addr", "127.0.0.1:8080", "listen `address`; port 0 picks a free one")
+		redisValue = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else embedded miniredis")
+		lease      = fs.Duration("lease", 10*time.Second, "idempotency lease: how long a crashed attempt blocks its key")
+		retention  = fs.Duration("retention", 24*time.Hour, "how long completed outcomes are replayed")
+		latency    = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
+		wait       = fs.Duration("wait", 2*time.Second, "how long a duplicate waits for the first attempt before 409")
+		faults     = fs.Bool("faults", false, "enable the X-Demo-Fault header for fault drills")
+		plain      = fs.Bool("no-pipeline", false, "send each store call on its own instead of through go-redis's auto-pipeliner")
 	)
 	if code, stop := parseFlags(fs, args); stop {
 		return code
@@ -80,15 +80,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *wait < 0 || *latency < 0 {
 		return usageError(stderr, "serve", "--wait and --provider-latency must not be negative")
 	}
-	if *redisURL != "" {
-		if _, err := redisOptions(*redisURL); err != nil {
+	redisURL := redisValue()
+	if redisURL != "" {
+		if _, err := redisOptions(redisURL); err != nil {
 			return usageError(stderr, "serve", "%v", err)
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
 	var rdb *redis.Client
-	if *redisURL == "" {
+	if redisURL == "" {
 		mr, c, err := embedded()
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
@@ -98,7 +99,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rdb = c
 		fmt.Fprintf(stdout, "redis: embedded miniredis at redis://%s (in memory, gone on exit; set --redis or %s for a real Redis)\n", mr.Addr(), redisEnv)
 	} else {
-		c, err := connect(ctx, *redisURL)
+		c, err := connect(ctx, redisURL)
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
 			return 1
@@ -118,7 +119,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "serve", "%v", err)
 	}
-	if *redisURL != "" {
+	if redisURL != "" {
 		// Check through the client itself: through the pipeliner, which
 		// hides it, Check could not tell a single node from a Ring.
 		opts := store.Options()
@@ -149,7 +150,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		so.Prefix, so.Lease, so.Retention, "demo:", *wait)
 	if *faults {
 		fmt.Fprintf(stdout, "fault drills on: %s: %s | %s | %s\n", payments.FaultHeader, payments.FaultProviderUnavailable, payments.FaultCrashAfterCharge, payments.FaultDropResponse)
-		if *redisURL == "" {
+		if redisURL == "" {
 			fmt.Fprintln(stdout, "note: a crash drill takes the embedded Redis down with it; use --redis to resume after a restart")
 		}
 	}

@@ -41,7 +41,8 @@ type Config struct {
 	Dictionaries       [][]byte
 
 	// Route, set by the adapter, returns the route's pattern for the
-	// observer (Gin's FullPath), or "" to use the ServeMux pattern or path.
+	// observer (Gin's FullPath), or "" to use the ServeMux pattern, else
+	// "unmatched".
 	Route func(r *http.Request, c any) string
 
 	// codec stores and replays responses, compressed as Compress and
