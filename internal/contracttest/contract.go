@@ -41,6 +41,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	runExactlyOnce(t, mount, b)
 	runObserve(t, mount, b)
 	runMemory(t, mount, b)
+	runInterrupt(t, mount, b)
 	payment := `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	t.Run("first request runs; a retry replays status, body and headers", func(t *testing.T) {
@@ -509,6 +510,12 @@ var errDead = errors.New("connection lost (test)")
 func (f *faultyClient) kill() {
 	f.mu.Lock()
 	f.dead = true
+	f.mu.Unlock()
+}
+
+func (f *faultyClient) revive() {
+	f.mu.Lock()
+	f.dead = false
 	f.mu.Unlock()
 }
 

@@ -289,12 +289,7 @@ func (x *Exchange) Finish(panicked any) {
 	kind, err := observe.Completed, error(nil)
 	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
 		kind = observe.Released
-		if panicked != nil {
-			h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
-		}
-		if err = l.Release(ctx); err != nil {
-			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
-		}
+		err = x.giveUp(ctx, panicked)
 	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
 			"status", rec.status, "err", err)
@@ -315,6 +310,38 @@ func (x *Exchange) Finish(panicked any) {
 		rec.flushHeld()
 		x.answered = true
 	}
+}
+
+// giveUp ends the lease of a run that gave no final answer. A run whose
+// context was cancelled (Shutdown, MaxDuration, a lost lease) was cut off
+// and may have done its side effect: its record is kept and only the lease
+// ends (Interrupt), so the retry takes it over as the next attempt, with the
+// last checkpoint. Any other run (a 5xx, a panic) says it committed nothing:
+// the key is released (a record with history keeps it even so).
+func (x *Exchange) giveUp(ctx context.Context, panicked any) error {
+	h, l := x.h, x.info.Lease
+	if panicked != nil {
+		h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
+	}
+	if cause := context.Cause(x.Request.Context()); cause != nil {
+		err := l.Interrupt(ctx)
+		switch {
+		case err == nil:
+			h.o.Logger.Warn("idemkey: the run was cut off before it answered; its record is kept, so a retry takes it over as the next attempt",
+				"cause", cause, "attempt", l.Attempt)
+		case errors.Is(err, redisstore.ErrLeaseLost):
+			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and another attempt has taken its key over", "cause", cause, "attempt", l.Attempt)
+		default:
+			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and ending its lease failed; the key stays held until the lease ends",
+				"cause", cause, "err", err)
+		}
+		return err
+	}
+	err := l.Release(ctx)
+	if err != nil {
+		h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
+	}
+	return err
 }
 
 // Abandon says the handler gave no answer (it returned an error to the
