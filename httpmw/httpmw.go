@@ -9,9 +9,9 @@
 //
 // The handler runs on a context detached from the client's: a client that
 // gives up does not stop it halfway. It is cancelled only when its lease is
-// lost, at the store's MaxDuration, or when Options.Shutdown is done (its
-// cause is then ErrShutdown); pass it (r.Context()) to the calls the handler
-// makes.
+// lost, at the store's MaxDuration, or at the end of a graceful stop's grace
+// (its cause is then ErrShutdown; see below); pass it (r.Context()) to the
+// calls the handler makes.
 //
 // The defaults have names of their own, to build on: DefaultScope (a hash
 // of the Authorization or X-API-Key header; a request with neither gets
@@ -22,6 +22,32 @@
 // Handlers find their key, their lease, derived keys for downstream
 // providers and recovery points in the request context: Key, Lease,
 // DerivedKey, Checkpoint and RecoveryPoint.
+//
+// # A graceful stop
+//
+// A server that stops on SIGTERM cancels the context it passed as
+// Options.Shutdown and calls http.Server.Shutdown. What happens to a
+// request, in order:
+//
+//  1. http.Server.Shutdown closes the listeners and the idle connections:
+//     new connections go to the other instances.
+//  2. A request that still reaches the middleware (on a connection that was
+//     busy) is refused with 503 shutting-down, Retry-After and Connection:
+//     close, before anything is claimed.
+//  3. Handlers already running get Options.ShutdownGrace (default 5s) to
+//     finish: their outcomes are stored and sent as on any other day.
+//  4. The context of each handler still running is then cancelled, with
+//     cause ErrShutdown. A final answer it still gives is stored; otherwise
+//     its record is kept and only its lease ends, so that the client's
+//     retry, on another instance, takes the key over at once as attempt 2,
+//     with the last checkpoint (RecoveryPoint): the run is never forgotten,
+//     and never run again as if it had not started.
+//  5. http.Server.Shutdown returns once every handler has returned and its
+//     outcome is stored or its lease ended: give it a timeout above
+//     ShutdownGrace plus Options.Timeout (or the store's lease, if longer).
+//
+// A process that dies without this (SIGKILL, a crash) holds its keys until
+// their leases end; the retries then take over from the last checkpoint.
 package httpmw
 
 import (

@@ -131,13 +131,30 @@ type Options struct {
 	// problem's type URI. Default: DefaultProblemBase.
 	ProblemBase string
 
-	// Shutdown, when done, cancels the context of every handler still
-	// running (with cause ErrShutdown): pass a context your server cancels
-	// when it shuts down. A handler's context is otherwise detached from the
-	// client's: a client that gives up (times out, disconnects) does not
-	// stop the run, which completes and stores its outcome for the client's
-	// retry. Default: nil (only a lost lease or MaxDuration cancel it).
+	// Shutdown, when done, starts a graceful stop. New requests are
+	// refused with 503 shutting-down (with Retry-After and Connection:
+	// close) before anything is claimed, so their retries go to another
+	// instance; handlers still running get ShutdownGrace to finish and
+	// store their outcomes as usual. Then the context of each one still
+	// running is cancelled with cause ErrShutdown, and its record is kept
+	// with only its lease ended, so that its retry, on another instance,
+	// takes it over at once as the next attempt, from its last checkpoint.
+	// Pass a context your server cancels when it begins to stop (on
+	// SIGTERM), at or before http.Server.Shutdown, and give that a timeout
+	// above ShutdownGrace plus Timeout (or the store's lease, if longer):
+	// the time a cut-off run takes to end its lease. A handler's context is
+	// otherwise detached from the client's: a client that gives up (times
+	// out, disconnects) does not stop the run, which completes and stores
+	// its outcome for the client's retry. Default: nil (only a lost lease or
+	// MaxDuration cancel it).
 	Shutdown context.Context
+
+	// ShutdownGrace is how long handlers still running when Shutdown is
+	// done may go on before their contexts are cancelled. Keep it below
+	// the time your platform waits after SIGTERM, less the time to end the
+	// cut-off runs' leases (see Shutdown). A negative value cancels them at
+	// once. Default: 5s.
+	ShutdownGrace time.Duration
 
 	// Logger receives the errors the client is not told about, such as a
 	// failure to store an outcome after the response was made. Default:

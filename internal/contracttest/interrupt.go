@@ -31,6 +31,7 @@ func attemptOf(ctx context.Context) int {
 
 func runInterrupt(t *testing.T, mount Mount, b backend) {
 	quiet := slog.New(slog.DiscardHandler)
+	const payment = `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	// cutOff sends a request to /cutoff on e, runs stop once the handler
 	// has charged, and checks that the handler was cut off with cause and
@@ -78,8 +79,47 @@ func runInterrupt(t *testing.T, mount Mount, b backend) {
 	t.Run("a run cut off by Shutdown is taken over by its retry as attempt 2", func(t *testing.T) {
 		shutdown, stop := context.WithCancel(context.Background())
 		defer stop()
-		e, next := instances(t, envConfig{opts: httpmw.Options{Shutdown: shutdown, Logger: quiet}})
-		cutOff(t, e, next, stop, httpmw.ErrShutdown, func() {})
+		e, next := instances(t, envConfig{opts: httpmw.Options{Shutdown: shutdown, ShutdownGrace: 100 * time.Millisecond, Logger: quiet}})
+		start := time.Now()
+		cutOff(t, e, next, stop, httpmw.ErrShutdown, func() {
+			require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "cancelled before the grace ended")
+		})
+	})
+
+	t.Run("on Shutdown a running handler gets ShutdownGrace to finish, and new requests are refused", func(t *testing.T) {
+		shutdown, stop := context.WithCancel(context.Background())
+		defer stop()
+		e, next := instances(t, envConfig{opts: httpmw.Options{Shutdown: shutdown, ShutdownGrace: time.Minute, Logger: quiet}})
+		key := newKey()
+		done := make(chan *response, 1)
+		go func() {
+			r, err := e.try(req{path: "/cutoff", key: key})
+			if err != nil {
+				r = &response{body: []byte(err.Error())}
+			}
+			done <- r
+		}()
+		require.Equal(t, key, <-e.app.started)
+		stop()
+
+		// During the grace a new request is refused before anything is
+		// claimed: its retry goes to another instance.
+		other := newKey()
+		refused := e.do(req{key: other, body: payment})
+		require.Equal(t, http.StatusServiceUnavailable, refused.status, "%s", refused.body)
+		require.Equal(t, "shutting-down", refused.problemType(t))
+		require.Equal(t, "1", refused.header.Get("Retry-After"))
+		require.Zero(t, e.app.runsOf(other))
+		require.Equal(t, http.StatusCreated, next.do(req{key: other, body: payment}).status, "nothing was claimed")
+
+		e.app.open() // the running handler finishes within the grace
+		first := <-done
+		require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+		require.Equal(t, "finished by attempt 1", string(first.body))
+		require.Empty(t, e.app.causes, "the handler was cancelled")
+		again := next.do(req{path: "/cutoff", key: key})
+		require.True(t, again.replayed(), "the outcome was stored")
+		require.Equal(t, first.body, again.body)
 	})
 
 	t.Run("a run cut off by MaxDuration is taken over by its retry as attempt 2", func(t *testing.T) {

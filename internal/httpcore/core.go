@@ -36,6 +36,9 @@ type Guard struct {
 	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
 	obs       observe.Observer // the store's; nil when nobody observes
 	lease     time.Duration    // the store's
+	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
+	// still running are then cancelled. Nil without Options.Shutdown.
+	cutoff context.Context
 }
 
 // New returns a Guard on store. It panics if store is nil or opts holds a
@@ -52,7 +55,19 @@ func New(store *redisstore.Store, opts Config) *Guard {
 	for _, k := range o.OmitHeaders {
 		omit[k] = true
 	}
-	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer(), lease: store.Options().Lease}
+	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer(), lease: store.Options().Lease}
+	if o.Shutdown != nil {
+		cutoff, cut := context.WithCancel(context.Background())
+		h.cutoff = cutoff
+		context.AfterFunc(o.Shutdown, func() {
+			if o.ShutdownGrace < 0 {
+				cut()
+				return
+			}
+			time.AfterFunc(o.ShutdownGrace, cut)
+		})
+	}
+	return h
 }
 
 // Logger returns the logger the handler reports to.
@@ -129,6 +144,14 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 			return nil, true
 		}
 		h.refuse(w, n, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
+		return nil, false
+	}
+	if h.o.Shutdown != nil && h.o.Shutdown.Err() != nil {
+		// Stopping: nothing new is claimed here, and the client's retry
+		// goes to another instance (a keep-alive connection would bring it
+		// back here).
+		w.Header().Set("Connection", "close")
+		h.refuse(w, n, &problemShuttingDown)
 		return nil, false
 	}
 	if len(vals) > 1 {
@@ -262,8 +285,8 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 
 	x.super.stopSupervise = l.Supervise(cancel)
 	x.stop = x.super.stopSupervise
-	if h.o.Shutdown != nil {
-		x.super.shutdown = context.AfterFunc(h.o.Shutdown, func() { cancel(ErrShutdown) })
+	if h.cutoff != nil {
+		x.super.shutdown = context.AfterFunc(h.cutoff, func() { cancel(ErrShutdown) })
 		x.stop = x.super.stop
 	}
 	return x

@@ -36,6 +36,7 @@ type Config struct {
 	FailOpen           bool
 	ProblemBase        string
 	Shutdown           context.Context
+	ShutdownGrace      time.Duration
 	Logger             *slog.Logger
 	Compress           bool
 	Dictionaries       [][]byte
@@ -146,6 +147,9 @@ func (o Config) withDefaults() Config {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Second
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 5 * time.Second
 	}
 	if o.ProblemBase == "" {
 		o.ProblemBase = DefaultProblemBase
