@@ -12,8 +12,9 @@ import (
 //go:generate go run ../internal/optgen
 
 // Options configures the middleware. The zero value gives the defaults.
-// Package ginmw has the same options, with Scope and Skip taking the
-// *gin.Context.
+// This is the one list of the middleware's options: package ginmw has the
+// same (internal/optgen writes them), with Scope and Skip taking the
+// *gin.Context, and ErrorHandler for Gin's error pattern.
 type Options struct {
 	// Header is the request header that carries the idempotency key: a bare
 	// token or an RFC 8941 string, 1 to 255 visible ASCII characters.
