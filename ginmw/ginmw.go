@@ -20,8 +20,11 @@
 // only when the lease is lost, at the store's MaxDuration, or at the end of
 // a graceful stop's grace (see below): pass it to the calls the handler makes (or c
 // itself, with the engine's ContextWithFallback). A handler that records an
-// error with c.Error and writes nothing has not answered: the key is
-// released and the error middleware outside answers. Once the outcome is
+// error with c.Error and writes nothing gets it rendered by
+// Options.ErrorHandler, the app's error middleware, inside the protected
+// run: what it renders is the outcome, stored if final (a 4xx). Without
+// ErrorHandler the handler has not answered: the key is released and the
+// error middleware outside answers. Once the outcome is
 // stored, the response on the wire is final: outer middleware cannot change
 // it.
 //
@@ -58,6 +61,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -86,6 +90,7 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 	cfg := opts.config()
 	cfg.Route = func(_ *http.Request, c any) string { return c.(*gin.Context).FullPath() }
 	core := httpcore.New(store, cfg)
+	var hint sync.Once // the ErrorHandler hint, once per middleware
 	return func(c *gin.Context) {
 		x, pass := core.Begin(c.Writer, c.Request, c)
 		switch {
@@ -114,10 +119,25 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 		}()
 		x.Run(func() {
 			c.Next()
-			// A handler that recorded an error (c.Error) and wrote nothing has
-			// not answered: an error middleware outside will. Release the key
-			// rather than store the empty 200 Gin would otherwise send.
-			if len(c.Errors) > 0 && x.Recorder.Untouched() {
+			if len(c.Errors) == 0 || !x.Recorder.Untouched() {
+				return
+			}
+			// The handler recorded an error (c.Error) and wrote nothing: the
+			// app's error middleware renders it, here, so that its answer is
+			// the outcome.
+			if opts.ErrorHandler != nil {
+				opts.ErrorHandler(c)
+			}
+			if x.Recorder.Untouched() {
+				// Nobody answered: an error middleware outside will. Release
+				// the key rather than store the empty 200 Gin would send.
+				if opts.ErrorHandler == nil {
+					hint.Do(func() {
+						core.Logger().Warn("idemkey: a handler recorded an error with c.Error and wrote nothing, so its key was released "+
+							"and every retry runs it again; set ginmw.Options.ErrorHandler to your error middleware, so that what it "+
+							"renders (a 4xx such as a declined card) is stored and replayed", "route", c.FullPath())
+					})
+				}
 				x.Abandon()
 			}
 		})
