@@ -98,7 +98,11 @@ type Options struct {
 	// larger response still reaches the first client whole and is never
 	// run again; its replays get the original status and headers with a
 	// problem+json body of type response-too-large in place of the body.
-	// Default: 1 MiB.
+	// It also bounds replays: a stored response that decompresses to more
+	// than MaxResponseBytes plus 64 KiB of headers is taken for a corrupt
+	// record and answered 500 stored-response-unreadable (it is not run
+	// again), so lowering it makes larger responses stored before
+	// unreadable until Retention has passed. Default: 1 MiB.
 	MaxResponseBytes int
 
 	// Final decides which response statuses are final answers, stored and

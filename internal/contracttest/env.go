@@ -454,6 +454,14 @@ func (a *app) handler() http.Handler {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 	})
+	// ?n= zero bytes: compresses to almost nothing.
+	mux.HandleFunc("/zeros", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(make([]byte, n))
+	})
 	mux.HandleFunc("/derived", func(w http.ResponseWriter, r *http.Request) {
 		a.count(r)
 		fmt.Fprint(w, httpcore.DerivedKey(r.Context(), "charge"))

@@ -144,7 +144,7 @@ func (o Config) withDefaults() Config {
 	}
 	slices.Sort(o.FingerprintHeaders)
 	o.Dictionaries = slices.Clone(o.Dictionaries)
-	codec, err := NewResponseCodec(Compression{On: o.Compress, Dictionaries: o.Dictionaries})
+	codec, err := NewResponseCodec(Compression{On: o.Compress, Dictionaries: o.Dictionaries, MaxResponseBytes: o.MaxResponseBytes})
 	if err != nil {
 		panic(err.Error() + " (Options.Dictionaries)")
 	}
