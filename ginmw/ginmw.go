@@ -11,8 +11,8 @@
 // is stored. See the README for the full contract and Options for every
 // setting; DefaultScope and SharedScope are the Gin forms of httpmw's.
 //
-// Handlers find their key, their lease, derived keys for downstream
-// providers and recovery points through the gin.Context: Key, Lease,
+// Handlers find their key, their attempt, derived keys for downstream
+// providers and recovery points through the gin.Context: Key, Attempt,
 // DerivedKey, Checkpoint and RecoveryPoint.
 //
 // The handler runs on a request context detached from the client's: a client
@@ -234,10 +234,12 @@ func (w *writer) Unwrap() http.ResponseWriter { return w.rec }
 // Key returns the request's idempotency key, or "" when it is not protected.
 func Key(c *gin.Context) string { return httpcore.Key(c.Request.Context()) }
 
-// Lease returns the request's lease on its key, or nil when it is not
-// protected. Its Attempt, RecoveryPoint and RecoveryData tell a handler
-// whether an earlier attempt died and where it got to.
-func Lease(c *gin.Context) *redisstore.Lease { return httpcore.Lease(c.Request.Context()) }
+// Attempt returns which attempt at its key the request runs as: 1 for the
+// first, 2 or more when an earlier attempt ended without an answer (its
+// process died, or it was cut off) and this one took the key over, so the
+// side effects of that attempt may have happened: RecoveryPoint tells how
+// far it got. It returns 0 when the request is not protected.
+func Attempt(c *gin.Context) int { return httpcore.Attempt(c.Request.Context()) }
 
 // DerivedKey returns the idempotency key to hand a downstream provider (a
 // payment API, say) for one step of the request: the same on every retry and

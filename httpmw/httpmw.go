@@ -19,8 +19,8 @@
 // opt-in to one scope for all callers), DefaultFinal (which statuses are
 // stored) and DefaultProblemBase (where problem types point).
 //
-// Handlers find their key, their lease, derived keys for downstream
-// providers and recovery points in the request context: Key, Lease,
+// Handlers find their key, their attempt, derived keys for downstream
+// providers and recovery points in the request context: Key, Attempt,
 // DerivedKey, Checkpoint and RecoveryPoint.
 //
 // # A graceful stop
@@ -78,10 +78,12 @@ func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler 
 // Key returns the request's idempotency key, or "" when it is not protected.
 func Key(ctx context.Context) string { return httpcore.Key(ctx) }
 
-// Lease returns the request's lease on its key, or nil when it is not
-// protected. Its Attempt, RecoveryPoint and RecoveryData tell a handler
-// whether an earlier attempt died and where it got to.
-func Lease(ctx context.Context) *redisstore.Lease { return httpcore.Lease(ctx) }
+// Attempt returns which attempt at its key the request runs as: 1 for the
+// first, 2 or more when an earlier attempt ended without an answer (its
+// process died, or it was cut off) and this one took the key over, so the
+// side effects of that attempt may have happened: RecoveryPoint tells how
+// far it got. It returns 0 when the request is not protected.
+func Attempt(ctx context.Context) int { return httpcore.Attempt(ctx) }
 
 // DerivedKey returns the idempotency key to hand a downstream provider (a
 // payment API, say) for one step of the request: the same on every retry and

@@ -395,7 +395,7 @@ func (a *app) handler() http.Handler {
 		a.count(r)
 		ctx := r.Context()
 		key := httpcore.Key(ctx)
-		attempt := attemptOf(ctx)
+		attempt := httpcore.Attempt(ctx)
 		a.mu.Lock()
 		a.attempts[key] = append(a.attempts[key], attempt)
 		if attempt <= 1 {

@@ -16,18 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
-	"github.com/idemkey/idemkey/internal/httpcore"
 	"github.com/idemkey/idemkey/redisstore"
 )
-
-// attemptOf returns the attempt the request's handler runs as, 0 when it is
-// not protected.
-func attemptOf(ctx context.Context) int {
-	if l := httpcore.Lease(ctx); l != nil {
-		return l.Attempt
-	}
-	return 0
-}
 
 func runInterrupt(t *testing.T, mount Mount, b backend) {
 	quiet := slog.New(slog.DiscardHandler)

@@ -42,19 +42,28 @@ func Key(ctx context.Context) string {
 	return ""
 }
 
-// Lease returns the lease of the request ctx belongs to, or nil.
-func Lease(ctx context.Context) *redisstore.Lease {
+// lease returns the lease of the request ctx belongs to, or nil.
+func lease(ctx context.Context) *redisstore.Lease {
 	if info := FromContext(ctx); info != nil {
 		return info.Lease
 	}
 	return nil
 }
 
+// Attempt returns which attempt at its key the request ctx belongs to runs
+// as: 1 for the first, more after takeovers; 0 when it is not protected.
+func Attempt(ctx context.Context) int {
+	if l := lease(ctx); l != nil {
+		return l.Attempt
+	}
+	return 0
+}
+
 // DerivedKey returns the key to hand a downstream provider for one step of
 // the request (see redisstore.Lease.DerivedKey), or "" when the request is
 // not protected.
 func DerivedKey(ctx context.Context, step string) string {
-	if l := Lease(ctx); l != nil {
+	if l := lease(ctx); l != nil {
 		return l.DerivedKey(step)
 	}
 	return ""
@@ -63,7 +72,7 @@ func DerivedKey(ctx context.Context, step string) string {
 // RecoveryPoint returns the point and data a previous attempt at the
 // request checkpointed before it died, or "" and nil.
 func RecoveryPoint(ctx context.Context) (point string, data []byte) {
-	if l := Lease(ctx); l != nil {
+	if l := lease(ctx); l != nil {
 		return l.RecoveryPoint, l.RecoveryData
 	}
 	return "", nil
