@@ -94,8 +94,11 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		x, pass := core.Begin(c.Writer, c.Request, c)
 		switch {
-		case pass:
+		case pass != nil:
+			orig := c.Request
+			c.Request = pass
 			c.Next()
+			c.Request = orig
 			return
 		case x == nil: // a replay or a problem: final, as a stored response
 			c.Abort()
@@ -231,7 +234,8 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.rec.Hi
 
 func (w *writer) Unwrap() http.ResponseWriter { return w.rec }
 
-// Key returns the request's idempotency key, or "" when it is not protected.
+// Key returns the request's idempotency key: "" when it has none, or the
+// middleware has not seen it.
 func Key(c *gin.Context) string { return httpcore.Key(c.Request.Context()) }
 
 // Attempt returns which attempt at its key the request runs as: 1 for the
@@ -243,8 +247,11 @@ func Attempt(c *gin.Context) int { return httpcore.Attempt(c.Request.Context()) 
 
 // DerivedKey returns the idempotency key to hand a downstream provider (a
 // payment API, say) for one step of the request: the same on every retry and
-// takeover, unique per (caller, key, step). It returns "" when the request is
-// not protected.
+// takeover, unique per (caller, key, step). For a request the middleware
+// runs unprotected (Optional without a key, FailOpen with Redis down) it is
+// a fresh random key per request and step, so the provider never gets an
+// empty key, but nothing dedupes that request's retries (Attempt is 0). It
+// returns "" on a route without the middleware.
 func DerivedKey(c *gin.Context, step string) string {
 	return httpcore.DerivedKey(c.Request.Context(), step)
 }
@@ -252,7 +259,9 @@ func DerivedKey(c *gin.Context, step string) string {
 // Checkpoint records that the handler reached point, with data a later
 // attempt needs to resume (say, the provider's charge ID), and extends the
 // lease. If this attempt dies, the next retry finds them with RecoveryPoint.
-// It returns httpmw.ErrNotProtected when the request is not protected.
+// For a request the middleware runs unprotected (Optional without a key,
+// FailOpen) there is nothing to record: it does nothing and returns nil. It
+// returns httpmw.ErrNotProtected on a route without the middleware.
 func Checkpoint(c *gin.Context, point string, data []byte) error {
 	return httpcore.Checkpoint(c.Request.Context(), point, data)
 }

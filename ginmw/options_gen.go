@@ -23,7 +23,10 @@ type Options struct {
 	Header string
 
 	// Optional lets requests without a key through, unprotected; otherwise
-	// they get 400. Default: false (the key is required).
+	// they get 400. Their handlers get Attempt 0, a fresh random DerivedKey
+	// per request (never an empty key, but nothing dedupes their retries),
+	// and a Checkpoint that records nothing and returns nil. Default: false
+	// (the key is required).
 	Optional bool
 
 	// Methods are the methods the middleware protects; requests with other

@@ -66,8 +66,8 @@ func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler 
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			x, pass := core.Begin(w, r, nil)
 			switch {
-			case pass:
-				next.ServeHTTP(w, r)
+			case pass != nil:
+				next.ServeHTTP(w, pass)
 			case x != nil:
 				x.Run(func() { next.ServeHTTP(x.Recorder, x.Request) })
 			}
@@ -75,7 +75,8 @@ func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler 
 	}
 }
 
-// Key returns the request's idempotency key, or "" when it is not protected.
+// Key returns the request's idempotency key: "" when it has none, or the
+// middleware has not seen it.
 func Key(ctx context.Context) string { return httpcore.Key(ctx) }
 
 // Attempt returns which attempt at its key the request runs as: 1 for the
@@ -87,14 +88,19 @@ func Attempt(ctx context.Context) int { return httpcore.Attempt(ctx) }
 
 // DerivedKey returns the idempotency key to hand a downstream provider (a
 // payment API, say) for one step of the request: the same on every retry and
-// takeover, unique per (caller, key, step). It returns "" when the request is
-// not protected.
+// takeover, unique per (caller, key, step). For a request the middleware
+// runs unprotected (Optional without a key, FailOpen with Redis down) it is
+// a fresh random key per request and step, so the provider never gets an
+// empty key, but nothing dedupes that request's retries (Attempt is 0). It
+// returns "" on a route without the middleware.
 func DerivedKey(ctx context.Context, step string) string { return httpcore.DerivedKey(ctx, step) }
 
 // Checkpoint records that the handler reached point, with data a later
 // attempt needs to resume (say, the provider's charge ID), and extends the
 // lease. If this attempt dies, the next retry finds them with RecoveryPoint.
-// It returns ErrNotProtected when the request is not protected.
+// For a request the middleware runs unprotected (Optional without a key,
+// FailOpen) there is nothing to record: it does nothing and returns nil. It
+// returns ErrNotProtected on a route without the middleware.
 func Checkpoint(ctx context.Context, point string, data []byte) error {
 	return httpcore.Checkpoint(ctx, point, data)
 }

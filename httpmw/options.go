@@ -22,7 +22,10 @@ type Options struct {
 	Header string
 
 	// Optional lets requests without a key through, unprotected; otherwise
-	// they get 400. Default: false (the key is required).
+	// they get 400. Their handlers get Attempt 0, a fresh random DerivedKey
+	// per request (never an empty key, but nothing dedupes their retries),
+	// and a Checkpoint that records nothing and returns nil. Default: false
+	// (the key is required).
 	Optional bool
 
 	// Methods are the methods the middleware protects; requests with other
@@ -205,13 +208,15 @@ var (
 	// middleware answers it with 500 scope-required.
 	ErrNoCredential = httpcore.ErrNoCredential
 
-	// ErrNotProtected is returned by Checkpoint for a request that the
-	// middleware let through without a lease (no middleware, an optional key
-	// absent, a safe method, or FailOpen with Redis down).
+	// ErrNotProtected is returned by Checkpoint for a request no
+	// idempotency middleware has seen: a route without it, or one it let
+	// through untouched (a safe method, Skip). A request it runs
+	// unprotected (Optional without a key, FailOpen) checkpoints nothing
+	// and gets nil.
 	ErrNotProtected = httpcore.ErrNotProtected
 
 	// ErrShutdown is the cause of the cancellation a handler's context sees
-	// when Options.Shutdown is done.
+	// when it is still running ShutdownGrace after Options.Shutdown is done.
 	ErrShutdown = httpcore.ErrShutdown
 )
 

@@ -473,7 +473,7 @@ func run(t *testing.T, mount Mount, b backend) {
 		r := e.do(req{key: key, body: payment})
 		require.Equal(t, http.StatusCreated, r.status)
 		require.Contains(t, string(r.body), `"amount": 1200`, "the handler read the body")
-		require.Equal(t, 1, e.app.runsOf(""))
+		require.Equal(t, 1, e.app.runsOf(key), "run unprotected, with its key")
 	})
 }
 

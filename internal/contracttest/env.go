@@ -454,6 +454,20 @@ func (a *app) handler() http.Handler {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 	})
+	// A handler that charges with derived keys and checkpoints, answering
+	// 201 "<charge key> <same step again> <refund key> <attempt>" unless the
+	// checkpoint fails (500).
+	mux.HandleFunc("/steps", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		ctx := r.Context()
+		charge, again, refund := httpcore.DerivedKey(ctx, "charge"), httpcore.DerivedKey(ctx, "charge"), httpcore.DerivedKey(ctx, "refund")
+		if err := httpcore.Checkpoint(ctx, "charged", []byte(charge)); err != nil {
+			http.Error(w, "checkpoint: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s %s %s %d", charge, again, refund, httpcore.Attempt(ctx))
+	})
 	// ?n= zero bytes: compresses to almost nothing.
 	mux.HandleFunc("/zeros", func(w http.ResponseWriter, r *http.Request) {
 		a.count(r)

@@ -8,11 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/internal/redistest"
 )
 
 func runIssue22(t *testing.T, mount Mount, b backend) {
@@ -37,5 +40,41 @@ func runIssue22(t *testing.T, mount Mount, b backend) {
 		require.Equal(t, http.StatusInternalServerError, r.status, "a %d-byte replay from a record made for at most 1 MiB", len(r.body))
 		require.Equal(t, "stored-response-unreadable", r.problemType(t))
 		require.Equal(t, 1, app.runsOf(key), "it ran once and is not run again")
+	})
+
+	// unprotected checks what a handler the middleware let through
+	// unprotected gets: a derived key per step that is never empty and
+	// differs on every request, attempt 0, and a Checkpoint that succeeds.
+	unprotected := func(t *testing.T, send func() *response) {
+		t.Helper()
+		var seen []string
+		for range 2 {
+			r := send()
+			require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+			f := strings.Fields(string(r.body))
+			require.Len(t, f, 4, "%s", r.body)
+			charge, again, refund, attempt := f[0], f[1], f[2], f[3]
+			require.Len(t, charge, 32, "an unprotected request's provider call has no idempotency key")
+			require.Equal(t, charge, again, "one step, one key within the request")
+			require.NotEqual(t, charge, refund)
+			require.Equal(t, "0", attempt)
+			seen = append(seen, charge)
+		}
+		require.NotEqual(t, seen[0], seen[1], "a fresh derived key per request")
+	}
+
+	t.Run("Optional without a key: fresh derived keys per request, Checkpoint succeeds", func(t *testing.T) {
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{Optional: true}})
+		unprotected(t, func() *response { return e.do(req{path: "/steps", noKey: true}) })
+	})
+
+	if b.srv == nil {
+		return
+	}
+	t.Run("FailOpen with Redis down: fresh derived keys per request, Checkpoint succeeds", func(t *testing.T) {
+		srv := redistest.Start(t)
+		e := newEnv(t, b.on(srv), mount, envConfig{opts: httpmw.Options{FailOpen: true, Timeout: 300 * time.Millisecond, Logger: quiet}})
+		srv.Kill()
+		unprotected(t, func() *response { return e.do(req{path: "/steps", key: newKey()}) })
 	})
 }

@@ -23,7 +23,7 @@ import (
 var scopeHint sync.Once
 
 // ErrShutdown is the cause of the cancellation a handler's context sees when
-// Options.Shutdown is done.
+// it is still running ShutdownGrace after Options.Shutdown is done.
 var ErrShutdown = errors.New("idemkey: server shutting down")
 
 // Guard runs the Idempotency-Key contract around an HTTP handler. The
@@ -77,7 +77,7 @@ func (h *Guard) Logger() *slog.Logger { return h.o.Logger }
 // key's lease from Begin until Finish.
 type Exchange struct {
 	// Request is the request for the handler: its body can be read again,
-	// and its context carries the lease (see FromContext).
+	// and its context carries the lease (see Key, Attempt, Checkpoint).
 	Request *http.Request
 	// Recorder is the writer for the handler.
 	Recorder *Recorder
@@ -117,13 +117,15 @@ func (s *supervision) stop() {
 }
 
 // Begin does everything before the application handler runs. It returns:
-//   - pass: the request is not covered (method, Skip, optional key absent,
-//     or Redis down with FailOpen): run the handler with the original
-//     writer and request.
+//   - pass != nil: the request is not protected: run the handler with the
+//     original writer and pass. pass is r itself when the middleware does
+//     not cover the request (its method, Skip); for one it runs without a
+//     lease (Optional without a key, or Redis down with FailOpen), it is r
+//     with a context that says so (Key, DerivedKey, Checkpoint).
 //   - x != nil: the caller owns the key: run the handler with x.Request and
-//     x.Recorder (or a writer over it), then call x.Finish.
+//     x.Recorder (or a writer over it), through x.Run.
 //   - neither: Begin has written the response (a replay or a problem).
-func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass bool) {
+func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass *http.Request) {
 	if h.obs == nil {
 		return h.begin(w, r, c, nil)
 	}
@@ -134,17 +136,17 @@ func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchang
 }
 
 // begin is Begin; n, when not nil, takes notes for the observer.
-func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x *Exchange, pass bool) {
+func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x *Exchange, pass *http.Request) {
 	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r, c)) {
-		return nil, true
+		return nil, r
 	}
 	vals := r.Header.Values(h.o.Header)
 	if len(vals) == 0 {
 		if h.o.Optional {
-			return nil, true
+			return nil, r.WithContext(unprotected(r.Context(), ""))
 		}
 		h.refuse(w, n, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
-		return nil, false
+		return nil, nil
 	}
 	if h.o.Shutdown != nil && h.o.Shutdown.Err() != nil {
 		// Stopping: nothing new is claimed here, and the client's retry
@@ -152,16 +154,16 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 		// back here).
 		w.Header().Set("Connection", "close")
 		h.refuse(w, n, &problemShuttingDown)
-		return nil, false
+		return nil, nil
 	}
 	if len(vals) > 1 {
 		h.refuse(w, n, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
-		return nil, false
+		return nil, nil
 	}
 	key, kerr := parseKey(vals[0])
 	if kerr != nil {
 		h.refuse(w, n, h.keyProblem(kerr.Reason))
-		return nil, false
+		return nil, nil
 	}
 	scope, p := h.scope(r, c)
 	n.keyed(scope, key)
@@ -170,17 +172,17 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 			w.Header().Set("WWW-Authenticate", h.o.Challenge)
 		}
 		h.refuse(w, n, p)
-		return nil, false
+		return nil, nil
 	}
 	body, p := h.readBody(w, r)
 	if p != nil {
 		h.refuse(w, n, p)
-		return nil, false
+		return nil, nil
 	}
 	fp, p := h.fingerprint(r, body)
 	if p != nil {
 		h.refuse(w, n, p)
-		return nil, false
+		return nil, nil
 	}
 
 	label := r.Method + " " + r.URL.Path
@@ -190,19 +192,20 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label}
 	cl, err := h.claim(r.Context(), req)
 	if err != nil {
-		if h.claimFailed(w, r, n, err) {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return nil, true // FailOpen
+		if h.claimFailed(w, r, n, err) { // FailOpen
+			pass = r.WithContext(unprotected(r.Context(), key))
+			pass.Body = io.NopCloser(bytes.NewReader(body))
+			return nil, pass
 		}
-		return nil, false
+		return nil, nil
 	}
 	if cl.Status == redisstore.Replayed {
 		h.replay(w, cl.Response)
 		n.set(observe.Replayed, "", nil)
 		n.setStatus(cl.Response.Code)
-		return nil, false
+		return nil, nil
 	}
-	return h.start(w, r, body, key, cl.Lease), false
+	return h.start(w, r, body, key, cl.Lease), nil
 }
 
 // claimFailed answers a claim that failed (in progress, mismatch, expired,
