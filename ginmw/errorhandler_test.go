@@ -115,3 +115,27 @@ func TestGinErrorsWithoutErrorHandlerAreLogged(t *testing.T) {
 		require.Equal(t, 1, strings.Count(logged.String(), "ErrorHandler"), "%s", &logged)
 	})
 }
+
+// TestGinBeforeAuthIsLogged: the middleware mounted before the app's auth
+// middleware answers every logged-in user 401; the log names the likely
+// cause, once (issue 22 item 12).
+func TestGinBeforeAuthIsLogged(t *testing.T) {
+	stores(t, redisstore.Options{}, func(t *testing.T, s *redisstore.Store) {
+		var logged bytes.Buffer
+		auth := func(c *gin.Context) { c.Set("user", c.GetHeader("X-User")) }
+		r := gin.New()
+		r.POST("/v1/charges", ginmw.New(s, ginmw.Options{
+			Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+			Scope: func(c *gin.Context) (string, error) {
+				if u := c.GetString("user"); u != "" {
+					return u, nil
+				}
+				return "", errors.New("not logged in")
+			},
+		}), auth, func(c *gin.Context) { c.Status(http.StatusCreated) })
+		for _, key := range []string{"k1", "k2", "k3"} {
+			require.Equal(t, http.StatusUnauthorized, send(r, key, "alice", `{}`).Code)
+		}
+		require.Equal(t, 1, strings.Count(logged.String(), "before your authentication"), "%s", &logged)
+	})
+}

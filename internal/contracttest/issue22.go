@@ -5,6 +5,8 @@ package contracttest
 // failed on the middleware before its fix.
 
 import (
+	"bytes"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 
 func runIssue22(t *testing.T, mount Mount, b backend) {
 	quiet := slog.New(slog.DiscardHandler)
+	const payment = `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	t.Run("a stored response that decompresses beyond MaxResponseBytes is refused as corrupt", func(t *testing.T) {
 		// An instance with a large MaxResponseBytes stores 2 MiB of zeros
@@ -66,6 +69,28 @@ func runIssue22(t *testing.T, mount Mount, b backend) {
 	t.Run("Optional without a key: fresh derived keys per request, Checkpoint succeeds", func(t *testing.T) {
 		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{Optional: true}})
 		unprotected(t, func() *response { return e.do(req{path: "/steps", noKey: true}) })
+	})
+
+	t.Run("a middleware mounted before the app's auth logs the likely cause once", func(t *testing.T) {
+		// Scope reads the user the app's auth puts in the context, but the
+		// auth runs inside the app, after the middleware: every logged-in
+		// user gets 401.
+		type userKey struct{}
+		var logged bytes.Buffer
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{
+			Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+			Scope: func(r *http.Request) (string, error) {
+				if u, _ := r.Context().Value(userKey{}).(string); u != "" {
+					return u, nil
+				}
+				return "", errors.New("no user in the context")
+			},
+		}})
+		for range 3 {
+			r := e.do(req{key: newKey(), body: payment})
+			require.Equal(t, http.StatusUnauthorized, r.status)
+		}
+		require.Equal(t, 1, strings.Count(logged.String(), "before your authentication"), "%s", &logged)
 	})
 
 	if b.srv == nil {

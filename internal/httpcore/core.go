@@ -22,6 +22,11 @@ import (
 // scopeHint makes the scope configuration hint once per process.
 var scopeHint sync.Once
 
+// orderHint names the likely cause of a Scope that finds no caller.
+const orderHint = "If logged-in users get this, the idempotency middleware probably runs before your authentication " +
+	"middleware, so the caller is not known yet: mount it after (Gin: after the auth middleware in r.Use or in the route's " +
+	"handlers; net/http: wrap the idempotency handler inside the auth handler)."
+
 // ErrShutdown is the cause of the cancellation a handler's context sees when
 // it is still running ShutdownGrace after Options.Shutdown is done.
 var ErrShutdown = errors.New("idemkey: server shutting down")
@@ -34,6 +39,7 @@ type Guard struct {
 	o         Config
 	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
 	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
+	hintOrder sync.Once        // the hint about the order of middleware, logged once per Guard
 	obs       observe.Observer // the store's; nil when nobody observes
 	lease     time.Duration    // the store's
 	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
@@ -443,11 +449,14 @@ func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
 		return "", &problemScopeRequired
 	case err != nil:
 		h.o.Logger.Warn("idemkey: the caller could not be identified (Options.Scope failed)", "err", err)
+		h.hintOrder.Do(func() {
+			h.o.Logger.Error("idemkey: Options.Scope found no caller, so the request was answered 401 caller-unknown. " + orderHint)
+		})
 		return "", &problemScope
 	case scope == "":
 		h.hintScope.Do(func() {
 			h.o.Logger.Error("idemkey: Options.Scope returned an empty scope, so the request was refused with 500 scope-required. " +
-				"Return the authenticated caller (an account or user ID), or an error when there is none.")
+				"Return the authenticated caller (an account or user ID), or an error when there is none. " + orderHint)
 		})
 		return "", &problemScopeRequired
 	}
