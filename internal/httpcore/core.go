@@ -301,11 +301,18 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 	return x
 }
 
-// Finish ends the exchange after the handler returned (panicked == nil) or
-// did not (the recovered panic value; the caller re-panics after Finish). It
-// stores the outcome or releases the key, then sends the held-back response
-// unless the handler panicked. Run calls it; adapters call it directly only
-// if they cannot use Run.
+// Finish ends the exchange once the handler is done: panicked is nil if it
+// returned, else what Run recovered (the panic value, or errExited for a
+// handler that called runtime.Goexit). It stops the lease's heartbeat,
+// then either stores the outcome, trying for up to the longer of Timeout
+// and the store's lease, or, when there is none to store (a panic, an
+// early exit, a hijacked connection, Abandon, a status Final refuses),
+// ends the lease without one: Interrupt if the run was cut off (its
+// context cancelled by Shutdown, MaxDuration or a lost lease), which keeps
+// the record for the retry's takeover, else Release. Last it sends the
+// held-back response, unless panicked is set or the handler abandoned the
+// exchange (a streamed or hijacked response has gone out already). It does
+// not re-panic: Run does. Adapters call Run, which calls Finish.
 func (x *Exchange) Finish(panicked any) {
 	x.stop()
 	defer x.cancel(nil)
