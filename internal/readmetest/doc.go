@@ -4,7 +4,10 @@
 // "// README:begin NAME" and "// README:end" of a file here.
 package readmetest
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // The application the snippets call into: the app's own code, not idemkey's.
 type (
@@ -25,7 +28,8 @@ func (emailAPI) Send(ctx context.Context, m message, idempotencyKey string) (str
 }
 
 var (
-	provider paymentProvider
+	errCardDeclined = errors.New("card declined")
+	provider        paymentProvider
 	mailer   emailAPI
 )
 
