@@ -63,17 +63,8 @@ func ExampleNew() {
 // runs inside the protected run, so the 402 is the stored outcome and the
 // retries do not charge again.
 func ExampleOptions_errorHandler() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Options{})
-	if err != nil {
-		panic(err)
-	}
+	store, stop := exampleStore()
+	defer stop()
 
 	errDeclined := errors.New("card declined")
 	renderErrors := func(c *gin.Context) {
@@ -108,4 +99,18 @@ func ExampleOptions_errorHandler() {
 	// 402 true {"error":"card declined"}
 	// 402 true {"error":"card declined"}
 	// charge attempts: 1
+}
+
+// exampleStore returns a store on an embedded miniredis, and what stops it.
+func exampleStore() (*redisstore.Store, func()) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	store, err := redisstore.New(rdb, redisstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return store, func() { _ = rdb.Close(); mr.Close() }
 }

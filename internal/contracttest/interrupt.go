@@ -31,14 +31,7 @@ func runInterrupt(t *testing.T, mount Mount, b backend) {
 	cutOff := func(t *testing.T, e, next *env, stop func(), cause error, cut func()) {
 		t.Helper()
 		key := newKey()
-		done := make(chan *response, 1)
-		go func() {
-			r, err := e.try(req{path: "/cutoff", key: key})
-			if err != nil {
-				r = &response{body: []byte(err.Error())}
-			}
-			done <- r
-		}()
+		done := e.start(req{path: "/cutoff", key: key})
 		require.Equal(t, key, <-e.app.started)
 		stop()
 		require.ErrorIs(t, <-e.app.causes, cause)
@@ -81,14 +74,7 @@ func runInterrupt(t *testing.T, mount Mount, b backend) {
 		defer stop()
 		e, next := instances(t, envConfig{opts: httpmw.Options{Shutdown: shutdown, ShutdownGrace: time.Minute, Logger: quiet}})
 		key := newKey()
-		done := make(chan *response, 1)
-		go func() {
-			r, err := e.try(req{path: "/cutoff", key: key})
-			if err != nil {
-				r = &response{body: []byte(err.Error())}
-			}
-			done <- r
-		}()
+		done := e.start(req{path: "/cutoff", key: key})
 		require.Equal(t, key, <-e.app.started)
 		stop()
 
@@ -125,4 +111,18 @@ func runInterrupt(t *testing.T, mount Mount, b backend) {
 		// ends the run.
 		cutOff(t, e, next, fc.kill, redisstore.ErrLeaseLost, fc.revive)
 	})
+}
+
+// start sends r from another goroutine; the channel gets its response (a
+// failure as a response with status 0 and the error as its body).
+func (e *env) start(r req) <-chan *response {
+	done := make(chan *response, 1)
+	go func() {
+		resp, err := e.try(r)
+		if err != nil {
+			resp = &response{body: []byte(err.Error())}
+		}
+		done <- resp
+	}()
+	return done
 }

@@ -30,7 +30,7 @@ func (emailAPI) Send(ctx context.Context, m message, idempotencyKey string) (str
 var (
 	errCardDeclined = errors.New("card declined")
 	provider        paymentProvider
-	mailer   emailAPI
+	mailer          emailAPI
 )
 
 func isTemporary(error) bool           { return false }
