@@ -61,7 +61,8 @@ func New(store *redisstore.Store, opts Config) *Guard {
 	for _, k := range o.OmitHeaders {
 		omit[k] = true
 	}
-	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer(), lease: store.Options().Lease}
+	so := store.Options()
+	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease}
 	if o.Shutdown != nil {
 		cutoff, cut := context.WithCancel(context.Background())
 		h.cutoff = cutoff
