@@ -44,10 +44,13 @@ if flags ~= 'r' then
   if ttl > tonumber(thr) then return {3, ttl - tonumber(thr)} end
   -- The lease ran out. If this Redis started less than a lease ago, its owner may only have
   -- been cut off while Redis was down: it gets a lease of Redis's uptime to renew or complete.
-  -- (Uptime counts whole seconds: leases under a second get no such grace.) The lease is the
-  -- claimer's own (its retention minus its threshold): a claimer with another retention,
-  -- in a rolling deploy, must not stretch the grace to the difference or remove it.
-  local lease = tonumber(ARGV[2]) - tonumber(nthr)
+  -- (Uptime counts whole seconds: leases under a second get no such grace.) The owner's lease
+  -- is the claimer's retention minus the record's threshold when both run one retention; never
+  -- longer than the claimer's own lease, and that when it tells nothing: a rolling deploy that
+  -- changed the retention must not stretch the grace to the difference or remove it.
+  local mine = tonumber(ARGV[2]) - tonumber(nthr)
+  local lease = tonumber(ARGV[2]) - tonumber(thr)
+  if lease <= 0 or lease > mine then lease = mine end
   if lease >= 1000 then
     local info = redis.pcall('INFO', 'server')
     local up = type(info) == 'string' and tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))

@@ -344,8 +344,9 @@ func TestRestartGivesOwnersALease(t *testing.T) {
 
 // TestRestartGraceIgnoresRetentionChange: the lease a restarted Redis gives
 // an owner before a takeover is a lease, whatever retention the claimer
-// runs with. claim.lua used to compute it as the claimer's retention minus
-// the owner's threshold, so a rolling deploy that changed Retention
+// runs with: the owner's, as the record tells it, never longer than the
+// claimer's own. claim.lua used to compute it as the claimer's retention
+// minus the owner's threshold, so a rolling deploy that changed Retention
 // stretched it to the difference (24h more: every crashed owner's key held
 // for a day on a Redis up less than that) or removed it (a shorter one).
 func TestRestartGraceIgnoresRetentionChange(t *testing.T) {
@@ -361,6 +362,20 @@ func TestRestartGraceIgnoresRetentionChange(t *testing.T) {
 		backend{}.expireLease(t, owner, req)
 		// Redis has been up longer than a lease (a second) by now.
 		c, err := next.Claim(ctx, req)
+		require.NoError(t, err, "a crashed owner's key held after its lease")
+		require.Equal(t, TookOver, c.Status)
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
+	})
+
+	t.Run("a claimer's longer lease does not stretch it", func(t *testing.T) {
+		srv := redistest.Start(t)
+		owner := newStore(t, backend{client: srv.Client(t)}, Options{Lease: time.Second})
+		next := newStore(t, backend{client: srv.Client(t)}, Options{Lease: 10 * time.Second})
+		req := newReq(t)
+		_, err := owner.Claim(ctx, req) // and then it crashes
+		require.NoError(t, err)
+		backend{}.expireLease(t, owner, req)
+		c, err := next.Claim(ctx, req) // Redis has been up longer than the owner's lease
 		require.NoError(t, err, "a crashed owner's key held after its lease")
 		require.Equal(t, TookOver, c.Status)
 		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
