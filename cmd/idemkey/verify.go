@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/internal/httpflag"
 
 	"github.com/idemkey/idemkey/idemclient"
 )
@@ -119,7 +119,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"                      [-H 'Name: value']... [--key-header Idempotency-Key] [--parallel 20] [--optional-key]\n"+
 		"                      [--count-url URL --count-field NAME] [--fault-header 'Name: value']\n"+
 		"                      [--timeout 10s] [--json] [--report FILE.md]", verifyAbout, stderr)
-	var headers cli.Headers
+	var headers httpflag.Headers
 	var (
 		target      = fs.String("url", "", "the endpoint's `URL`, http or https (required)")
 		method      = fs.String("method", http.MethodPost, "HTTP `method`")
@@ -150,13 +150,13 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := verifyConfig{method: *method, keyHeader: http.CanonicalHeaderKey(*keyHeader), parallel: *parallel,
 		optionalKey: *optionalKey, countURL: *countURL, countField: *countField, timeout: *timeout}
 	var err error
-	if cfg.target, err = cli.ParseURL(*target); err != nil {
+	if cfg.target, err = httpflag.ParseURL(*target); err != nil {
 		return bad("--url: %v", err)
 	}
 	switch {
-	case !cli.IsToken(*method):
+	case !httpflag.IsToken(*method):
 		return bad("--method: invalid method %q", *method)
-	case !cli.IsToken(*keyHeader):
+	case !httpflag.IsToken(*keyHeader):
 		return bad("--key-header: invalid header name %q", *keyHeader)
 	case cfg.parallel < 2 || cfg.parallel > verifyMaxParallel:
 		return bad("--parallel must be 2 to %d, got %d", verifyMaxParallel, cfg.parallel)
@@ -168,7 +168,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("--count-url and --count-field go together")
 	}
 	if cfg.countURL != "" {
-		if _, err := cli.ParseURL(cfg.countURL); err != nil {
+		if _, err := httpflag.ParseURL(cfg.countURL); err != nil {
 			return bad("--count-url: %v", err)
 		}
 	}
@@ -199,7 +199,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.header.Set("Content-Type", "application/json")
 	}
 	if set["fault-header"] {
-		if cfg.faultName, cfg.faultValue, err = cli.ParseHeader(*fault); err != nil {
+		if cfg.faultName, cfg.faultValue, err = httpflag.ParseHeader(*fault); err != nil {
 			return bad("--fault-header: %v", err)
 		}
 		if cfg.faultName == cfg.keyHeader {

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/internal/httpflag"
 
 	"github.com/idemkey/idemkey/idemclient"
 )
@@ -247,7 +247,7 @@ func (v *verifier) counter(ctx context.Context) (n int64, ok bool, err error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, true, fmt.Errorf("--count-url: status %d", resp.StatusCode)
 	}
-	n, err = cli.CountField(b, v.cfg.countField)
+	n, err = httpflag.CountField(b, v.cfg.countField)
 	if err != nil {
 		return 0, true, fmt.Errorf("--count-url: %w", err)
 	}

@@ -24,7 +24,7 @@ func TestImportRules(t *testing.T) {
 		"internal/httpcore": {"redisstore", "observe", "internal/canon"},
 		"httpmw":            {"internal/httpcore", "redisstore"},
 		"ginmw":             {"internal/httpcore", "redisstore", "httpmw"},
-		"internal/storm":    {"idemclient", "internal/loadgen", "internal/cli"},
+		"internal/storm":    {"idemclient", "internal/loadgen", "internal/httpflag"},
 		"internal/loadgen":  {},
 	}
 	for pkg, may := range allowed {
