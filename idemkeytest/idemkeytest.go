@@ -282,8 +282,8 @@ func (cfg Config) verifyConfig() (verify.Config, error) {
 		name string
 		in   http.Header
 		out  *http.Header
-	}{{"Header", cfg.Header, &vc.Header}, {"OtherHeader", cfg.OtherHeader, &vc.OtherHeader}} {
-		if h.in == nil && h.name == "OtherHeader" {
+	}{{"Config.Header", cfg.Header, &vc.Header}, {"Config.OtherHeader", cfg.OtherHeader, &vc.OtherHeader}} {
+		if h.in == nil && h.name == "Config.OtherHeader" {
 			continue
 		}
 		hdr := h.in.Clone()
@@ -291,10 +291,10 @@ func (cfg Config) verifyConfig() (verify.Config, error) {
 			hdr = http.Header{}
 		}
 		if _, ok := hdr[keyHeader]; ok {
-			return verify.Config{}, fmt.Errorf("Config.%s: %s is set by each check and cannot be given", h.name, keyHeader)
+			return verify.Config{}, fmt.Errorf("%s: %s is set by each check and cannot be given", h.name, keyHeader)
 		}
 		if hosts := hdr.Values("Host"); len(hosts) > 0 {
-			if h.name == "Header" {
+			if h.name == "Config.Header" {
 				vc.Host = hosts[len(hosts)-1]
 			}
 			hdr.Del("Host")

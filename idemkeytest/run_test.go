@@ -193,7 +193,7 @@ func TestRunFailsBrokenHandlers(t *testing.T) {
 			server: &refserver.Server{NoReplayHeader: true},
 			failed: []string{"concurrency", "lost-response", "mismatch", "replay", "scope"},
 			check:  "replay",
-			says: []string{"idemkeytest: check replay failed", "not so: marked Idempotent-Replayed: true: 201 (application/json, 14 bytes)"},
+			says:   []string{"idemkeytest: check replay failed", "not so: marked Idempotent-Replayed: true: 201 (application/json, 14 bytes)"},
 		},
 		{
 			name:   "shares a scope across callers",
