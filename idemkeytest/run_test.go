@@ -314,3 +314,27 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// BodyFor gives each key its own body, the same on every request with that
+// key.
+func TestRunBodyFor(t *testing.T) {
+	s := &refserver.Server{}
+	var mu sync.Mutex
+	keys := map[string]bool{}
+	cfg := refConfig(s)
+	cfg.Body = nil
+	cfg.BodyFor = func(key string) []byte {
+		mu.Lock()
+		keys[key] = true
+		mu.Unlock()
+		return fmt.Appendf(nil, `{"ref": %q, "qty": 1}`, key)
+	}
+	r := record(t, s, cfg)
+	if r.failed || !mapsEqual(r.results(), passing) {
+		t.Fatalf("want every check to pass:\n%s", r)
+	}
+	// "", two malformed keys, concurrency's, lost-response's.
+	if len(keys) != 5 || !keys[""] {
+		t.Errorf("BodyFor was asked for %d keys: %v", len(keys), keys)
+	}
+}
