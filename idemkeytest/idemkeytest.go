@@ -242,7 +242,7 @@ func judge(t tester, endpoint string, c *verify.Check) {
 		}
 		t.Errorf("%s", b.String())
 	default:
-		t.Logf("idemkeytest: %s: %s", c.Name, c.Summary)
+		t.Logf("idemkeytest: %s: %s%s", c.Name, c.Summary, strings.Join(append([]string{""}, c.Evidence...), "\n\t"))
 	}
 }
 
