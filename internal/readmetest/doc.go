@@ -6,6 +6,7 @@ package readmetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -33,8 +34,9 @@ func (emailAPI) Send(ctx context.Context, m message, idempotencyKey string) (str
 }
 
 var (
-	provider paymentProvider
-	mailer   emailAPI
+	errCardDeclined = errors.New("card declined")
+	provider        paymentProvider
+	mailer          emailAPI
 )
 
 func isTemporary(error) bool           { return false }
