@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/internal/httpflag"
 )
 
 const usageText = `Usage: idemkey storm --url URL [flags]
@@ -56,7 +56,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var (
-		headers    cli.Headers
+		headers    httpflag.Headers
 		retry      bool
 		target     = fs.String("url", "", "target `URL` (required)")
 		method     = fs.String("method", http.MethodPost, "HTTP `method`")
@@ -93,13 +93,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if _, err := cli.ParseURL(*target); err != nil {
+	if _, err := httpflag.ParseURL(*target); err != nil {
 		return usageErr("--url: %v", err)
 	}
-	if !cli.IsToken(*method) {
+	if !httpflag.IsToken(*method) {
 		return usageErr("--method: invalid method %q", *method)
 	}
-	if !cli.IsToken(*keyHeader) {
+	if !httpflag.IsToken(*keyHeader) {
 		return usageErr("--key-header: invalid header name %q", *keyHeader)
 	}
 	if _, ok := headers.Header[http.CanonicalHeaderKey(*keyHeader)]; ok {
@@ -126,7 +126,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("--count-url and --count-field go together")
 	}
 	if *countURL != "" {
-		if _, err := cli.ParseURL(*countURL); err != nil {
+		if _, err := httpflag.ParseURL(*countURL); err != nil {
 			return usageErr("--count-url: %v", err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/internal/httpflag"
 )
 
 const (
@@ -122,17 +122,17 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 	if cfg.Method == "" {
 		cfg.Method = http.MethodPost
 	}
-	if !cli.IsToken(cfg.Method) {
+	if !httpflag.IsToken(cfg.Method) {
 		return bad("invalid method %q", cfg.Method)
 	}
-	target, err := cli.ParseURL(cfg.URL)
+	target, err := httpflag.ParseURL(cfg.URL)
 	if err != nil {
 		return bad("%v", err)
 	}
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = headerIdempotencyKey
 	}
-	if !cli.IsToken(cfg.KeyHeader) {
+	if !httpflag.IsToken(cfg.KeyHeader) {
 		return bad("invalid key header name %q", cfg.KeyHeader)
 	}
 	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
@@ -180,7 +180,7 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 		}
 	}
 	if cfg.CountURL != "" || cfg.CountField != "" {
-		if _, err := cli.ParseURL(cfg.CountURL); err != nil {
+		if _, err := httpflag.ParseURL(cfg.CountURL); err != nil {
 			return bad("count URL: %v", err)
 		}
 		if cfg.CountField == "" {
@@ -193,7 +193,7 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 // checkHeader reports the first invalid header name or value in h.
 func checkHeader(h http.Header) error {
 	for name, values := range h {
-		if !cli.IsToken(name) {
+		if !httpflag.IsToken(name) {
 			return fmt.Errorf("invalid header name %q", name)
 		}
 		for _, v := range values {

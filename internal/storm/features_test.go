@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/internal/httpflag"
 
 	"github.com/stretchr/testify/require"
 
@@ -247,7 +247,7 @@ func TestCountUnreadableAfterIsInconclusive(t *testing.T) {
 func TestCountField(t *testing.T) {
 	doc := []byte(`{"a": 7, "b": {"c": 12, "d": "x", "e": 3.0, "f": 2.5, "g": [1]}, "big": 9007199254740993}`)
 	for field, want := range map[string]int64{"a": 7, "b.c": 12, "b.e": 3, "big": 9007199254740993} {
-		n, err := cli.CountField(doc, field)
+		n, err := httpflag.CountField(doc, field)
 		require.NoError(t, err, field)
 		require.Equal(t, want, n, field)
 	}
@@ -260,10 +260,10 @@ func TestCountField(t *testing.T) {
 		"a.b":   "not inside an object",
 		"b.c.d": "not inside an object",
 	} {
-		_, err := cli.CountField(doc, field)
+		_, err := httpflag.CountField(doc, field)
 		require.ErrorContains(t, err, msg, field)
 	}
-	_, err := cli.CountField([]byte(`<html>`), "a")
+	_, err := httpflag.CountField([]byte(`<html>`), "a")
 	require.ErrorContains(t, err, "not JSON")
 }
 
