@@ -331,6 +331,9 @@ func (r *runner) report(keys []*keyRun, elapsed time.Duration) *Report {
 				if firstErr == nil {
 					firstErr = a.err
 				}
+				if a.timeout {
+					rep.Timeouts++
+				}
 				continue
 			}
 			rep.Responses++
@@ -353,6 +356,9 @@ func (r *runner) report(keys []*keyRun, elapsed time.Duration) *Report {
 		switch kv.class {
 		case classPassed:
 			rep.KeysPassed++
+			if f.Originals == 0 {
+				rep.ReplayOnly++
+			}
 		case classFailed:
 			rep.KeysFailed++
 			list(&rep.Failures, f)

@@ -73,6 +73,15 @@ type Report struct {
 	// ServerErrors counts non-replayed 5xx responses other than 503; they
 	// are among Originals.
 	ServerErrors int
+	// Timeouts counts the attempts the client's own timeout cut
+	// (Config.Timeout, or Config.AttemptTimeout in load mode); they are
+	// among TransportErrors.
+	Timeouts int
+	// ReplayOnly counts the keys that passed on replays alone: no attempt
+	// of theirs was answered as an original, because the original's answer
+	// was lost on the way (a timeout or a transport error). Only
+	// Config.CountURL proves that such a key ran once.
+	ReplayOnly int
 
 	// Probe is the outcome of the late probe.
 	Probe Probe
@@ -92,6 +101,14 @@ type Report struct {
 	// Inconclusive lists inconclusive keys in key order, at most
 	// Config.MaxFailures of them.
 	Inconclusive []Failure
+
+	// Load holds load mode's figures: operations, amplification, goodput,
+	// latencies from the scheduled start, the timeline. Nil in the burst
+	// mode.
+	Load *Load
+	// Thresholds lists load mode's thresholds and how the run measured
+	// against them; a broken one makes ExitCode 1 whatever the verdict.
+	Thresholds []Threshold
 
 	// Interrupted reports that the storm was cancelled before completing.
 	Interrupted bool
@@ -205,12 +222,12 @@ func (r *Report) Verdict() string {
 // Pass reports whether the verdict is VerdictPass.
 func (r *Report) Pass() bool { return r.Verdict() == VerdictPass }
 
-// ExitCode returns the process exit code for the report: 0 for pass, 2 when
-// not a single HTTP response was received, 1 otherwise (fail or
-// inconclusive).
+// ExitCode returns the process exit code for the report: 0 for pass with
+// no broken threshold, 2 when not a single HTTP response was received, 1
+// otherwise (fail, inconclusive, or a broken threshold).
 func (r *Report) ExitCode() int {
 	switch {
-	case r.Pass():
+	case r.Pass() && len(r.BrokenThresholds()) == 0:
 		return 0
 	case r.Responses == 0:
 		return 2
