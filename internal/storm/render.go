@@ -255,19 +255,19 @@ type jsonReport struct {
 	Mode             string      `json:"mode"`
 
 	// load mode only
-	Rate             *float64        `json:"rate,omitempty"`
-	DurationMS       *float64        `json:"duration_ms,omitempty"`
-	MaxInFlight      *int            `json:"max_in_flight,omitempty"`
-	AttemptTimeoutMS *float64        `json:"attempt_timeout_ms,omitempty"`
-	MaxRetries       *int            `json:"max_retries,omitempty"`
-	BackoffMS        *jsonBackoff    `json:"backoff_ms,omitempty"`
-	Operations       *jsonOperations `json:"operations,omitempty"`
-	Attempts         *int            `json:"attempts,omitempty"`
-	Amplification    *float64        `json:"amplification,omitempty"`
-	Goodput          *float64        `json:"goodput,omitempty"`
-	AchievedRate     *float64        `json:"achieved_rate,omitempty"`
-	AttemptLatencyMS *jsonLatency    `json:"attempt_latency_ms,omitempty"`
-	StartLagMS       *jsonLatency    `json:"start_lag_ms,omitempty"`
+	Rate             *float64         `json:"rate,omitempty"`
+	DurationMS       *float64         `json:"duration_ms,omitempty"`
+	MaxInFlight      *int             `json:"max_in_flight,omitempty"`
+	AttemptTimeoutMS *float64         `json:"attempt_timeout_ms,omitempty"`
+	MaxRetries       *int             `json:"max_retries,omitempty"`
+	BackoffMS        *jsonBackoff     `json:"backoff_ms,omitempty"`
+	Operations       *jsonOperations  `json:"operations,omitempty"`
+	Attempts         *int             `json:"attempts,omitempty"`
+	Amplification    *float64         `json:"amplification,omitempty"`
+	Goodput          *float64         `json:"goodput,omitempty"`
+	AchievedRate     *float64         `json:"achieved_rate,omitempty"`
+	AttemptLatencyMS *jsonLatency     `json:"attempt_latency_ms,omitempty"`
+	StartLagMS       *jsonLatency     `json:"start_lag_ms,omitempty"`
 	Thresholds       *[]jsonThreshold `json:"thresholds,omitempty"`
 	Timeline         *[]jsonSecond    `json:"timeline,omitempty"`
 }
