@@ -32,7 +32,9 @@ classifies every key:
                 final answers that differ, or a probe that is not an
                 identical replay
   inconclusive  no final answer: only 409, 408, 425, 429, 503 or transport
-                errors, in the storm or in the probe
+                errors, in the storm or in the probe; or replays and no
+                original, with no attempt lost on the way (the original must
+                be one of the storm's: the key is fresh)
 
 The verdict is pass when every key passed (and, with --count-url, the count
 grew by exactly the number of keys that passed), fail when a key failed or

@@ -77,8 +77,14 @@
 //
 // Otherwise a key is INCONCLUSIVE when it got no final answer at all (only
 // 409, 408, 425, 429, 503 or transport errors, or it was never sent because
-// the storm was interrupted), or when the late probe got no final answer.
-// Otherwise it PASSED. Headers other than Idempotent-Replayed are not
+// the storm was interrupted); when its final answers are all replays and
+// none of its attempts was lost (a timeout or another transport error), for
+// the key is fresh and its original can only have been one of the storm's
+// attempts ("replayed, never executed"); or when the late probe got no
+// final answer. Otherwise it PASSED. A key that passed on replays alone,
+// its original's answer lost to a timeout, ran once as far as its answers
+// show: Report.ReplayOnly counts them, and only the side-effect count
+// (below) proves it. Headers other than Idempotent-Replayed are not
 // compared. A server that answers a first execution with a 4xx it does not
 // store fails rule 1, because every duplicate then executes again; the
 // statuses listed with the key make that visible.

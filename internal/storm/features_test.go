@@ -390,11 +390,14 @@ func TestPlaceholderHeadersArrive(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
 		mu.Lock()
+		_, again := got[key]
 		got[key] = r.Header.Values("X-Trace")
 		hosts[key] = r.Host
 		fixed[r.Header.Get("X-Fixed")] = true
 		mu.Unlock()
-		w.Header().Set("Idempotent-Replayed", "true")
+		if again {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
 	}))
 	t.Cleanup(srv.Close)
 
