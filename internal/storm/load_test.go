@@ -175,3 +175,172 @@ func TestLoadSlowWindowAmplifies(t *testing.T) {
 	}
 	require.Less(t, *j.Timeline[0].P99MS, 300.0)
 }
+
+// doubleServer runs a key again when a retry comes before the first run
+// has stored its answer: the first run of every key is slow, the client
+// gives up on it and retries, and the retry runs it a second time. Its
+// answers look right (one original, then replays); only the side-effect
+// count shows the double charge.
+type doubleServer struct {
+	mu      sync.Mutex
+	runs    map[string]int
+	stored  map[string][]byte
+	charges int
+}
+
+func (s *doubleServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/stats" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		fmt.Fprintf(w, `{"charges": %d}`, s.charges)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	if b, ok := s.stored[key]; ok {
+		s.mu.Unlock()
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+		return
+	}
+	s.runs[key]++
+	first := s.runs[key] == 1
+	s.charges++
+	s.mu.Unlock()
+	if first {
+		time.Sleep(400 * time.Millisecond)
+	}
+	body := fmt.Appendf(nil, `{"key":%q}`, key)
+	s.mu.Lock()
+	if _, ok := s.stored[key]; !ok {
+		s.stored[key] = body
+	}
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(body)
+}
+
+func TestLoadDoubleExecutionFails(t *testing.T) {
+	t.Run("hidden behind a timeout, caught by the count", func(t *testing.T) {
+		fake := &doubleServer{runs: map[string]int{}, stored: map[string][]byte{}}
+		srv := httptest.NewServer(fake)
+		t.Cleanup(srv.Close)
+		args := []string{"--url", srv.URL + "/pay", "--rate", "20", "--duration", "500ms",
+			"--attempt-timeout", "100ms", "--backoff", "10ms,20ms"}
+		code, j, stderr := runLoadJSON(t, args...)
+		require.Equal(t, 0, code, "without the count its answers look right: %s", stderr)
+		require.Equal(t, "pass", j.Verdict)
+		require.Equal(t, 10, j.ReplayOnly+j.Originals, "every key: one original, or replays after a timeout")
+		require.Equal(t, 10, j.Timeouts)
+
+		code, j, stderr = runLoadJSON(t, append(args, "--count-url", srv.URL+"/stats", "--count-field", "charges")...)
+		require.Equal(t, 1, code, stderr)
+		require.Equal(t, "fail", j.Verdict)
+		require.Equal(t, 10, j.KeysPassed)
+		require.Equal(t, int64(20), *j.Count.Delta, "two charges per key")
+
+		code, text, _ := runCommand(t, args...)
+		require.Equal(t, 0, code)
+		require.Contains(t, text, "count          not checked (no --count-url)")
+	})
+	t.Run("seen in the answers", func(t *testing.T) {
+		srv := newNonIdempotentServer(t)
+		code, j, stderr := runLoadJSON(t, "--url", srv.URL, "--rate", "20", "--duration", "500ms", "--dups", "2")
+		require.Equal(t, 1, code, stderr)
+		require.Equal(t, "fail", j.Verdict)
+		require.Equal(t, 10, j.KeysFailed)
+		require.Equal(t, 20, j.Originals)
+		require.Equal(t, 10, j.Operations.Completed)
+		for _, f := range j.Failures {
+			require.Contains(t, f.Reason, "executed 2 times")
+		}
+	})
+}
+
+// --max-in-flight 1 against a server that takes 300ms an answer: every
+// operation after the first finds the slot taken and starts late, and its
+// latency counts from its scheduled start, the wait included.
+func TestLoadLateStart(t *testing.T) {
+	fake := &slowServer{from: 0, to: 10, slow: 300 * time.Millisecond, entries: map[string]*entry{}, executions: map[string]int{}}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	code, j, stderr := runLoadJSON(t, "--url", srv.URL, "--rate", "100", "--duration", "100ms", "--max-in-flight", "1",
+		"--body", `{"n":{n}}`, "--no-probe")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "pass", j.Verdict)
+	require.Equal(t, 10, j.Operations.Started)
+	require.Equal(t, 10, j.Operations.Completed)
+	require.Equal(t, 9, j.Operations.Late, "all but the first waited for the slot")
+	require.Equal(t, 9, j.Timeline[0].Late)
+	require.Equal(t, 10, j.Attempts)
+	require.GreaterOrEqual(t, j.LatencyMS["max"], 2700.0, "the last one waited for nine others")
+	require.GreaterOrEqual(t, j.StartLagMS["max"], 2400.0)
+}
+
+func TestLoadThresholds(t *testing.T) {
+	srv, _ := newIdempotentServer(t)
+	base := []string{"--url", srv.URL, "--rate", "50", "--duration", "400ms"}
+
+	code, j, stderr := runLoadJSON(t, append(base, "--max-p99", "1h", "--min-goodput", "1", "--max-amplification", "1.5")...)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "pass", j.Verdict)
+	require.Len(t, j.Thresholds, 3)
+	for _, th := range j.Thresholds {
+		require.True(t, th.OK, "%+v", th)
+	}
+
+	code, j, stderr = runLoadJSON(t, append(base, "--max-amplification", "0.5", "--min-goodput", "1000", "--max-p99", "1h")...)
+	require.Equal(t, 1, code, "broken thresholds fail the run: %s", stderr)
+	require.Equal(t, "pass", j.Verdict, "the verdict is still computed")
+	names := map[string]bool{}
+	for _, th := range j.Thresholds {
+		names[th.Name] = th.OK
+	}
+	require.Equal(t, map[string]bool{"max-p99": true, "max-amplification": false, "min-goodput": false}, names)
+	require.Equal(t, 20, j.Operations.Completed)
+	require.InDelta(t, 50, j.Goodput, 0.01)
+
+	code, text, _ := runCommand(t, append(base, "--max-amplification", "0.5")...)
+	require.Equal(t, 1, code)
+	require.Contains(t, text, "verdict: PASS\nthresholds: BROKEN (max-amplification 1 > 0.5)")
+
+	code, j, _ = runLoadJSON(t, base...)
+	require.Equal(t, 0, code)
+	require.NotNil(t, j.Thresholds)
+	require.Empty(t, j.Thresholds)
+}
+
+func TestLoadUsageErrors(t *testing.T) {
+	const u = "http://127.0.0.1:1/x"
+	for name, args := range map[string][]string{
+		"zero rate":             {"--url", u, "--rate", "0"},
+		"negative rate":         {"--url", u, "--rate", "-5"},
+		"zero duration":         {"--url", u, "--duration", "0s"},
+		"keys in load mode":     {"--url", u, "--rate", "10", "--keys", "5"},
+		"concurrency":           {"--url", u, "--rate", "10", "--concurrency", "5"},
+		"retry":                 {"--url", u, "--rate", "10", "--retry"},
+		"max in flight zero":    {"--url", u, "--rate", "10", "--max-in-flight", "0"},
+		"negative retries":      {"--url", u, "--rate", "10", "--retries", "-1"},
+		"backoff one value":     {"--url", u, "--rate", "10", "--backoff", "100ms"},
+		"backoff reversed":      {"--url", u, "--rate", "10", "--backoff", "2s,1s"},
+		"backoff zero":          {"--url", u, "--rate", "10", "--backoff", "0s,1s"},
+		"negative threshold":    {"--url", u, "--rate", "10", "--max-amplification", "-1"},
+		"report in burst mode":  {"--url", u, "--report", "x.html"},
+		"retries in burst mode": {"--url", u, "--retries", "2"},
+		"too many operations":   {"--url", u, "--rate", "100000", "--duration", "1h"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCommand(t, args...)
+			require.Equal(t, 2, code, stderr)
+			require.Empty(t, stdout)
+			require.NotEmpty(t, stderr)
+		})
+	}
+	code, _, stderr := runCommand(t, "-h")
+	require.Equal(t, 0, code)
+	for _, name := range []string{"-rate", "-duration", "-max-in-flight", "-dups", "-attempt-timeout", "-retries",
+		"-backoff", "-report", "-max-p99", "-max-amplification", "-min-goodput"} {
+		require.Regexp(t, `(?m)^  `+name+`( |$)`, stderr)
+	}
+}
