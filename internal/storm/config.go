@@ -159,6 +159,11 @@ type Config struct {
 	// MaxAmplification is a threshold of load mode: attempts per operation
 	// started. 0: no threshold.
 	MaxAmplification float64
+	// OnStart, if set, is called once when the storm starts sending (after
+	// the side-effect count was read): a clock for what should happen
+	// during the run, such as a slow window in a demo.
+	OnStart func()
+
 	// MinGoodput is a threshold of load mode: operations completed with a
 	// final answer per second of the schedule. 0: no threshold.
 	MinGoodput float64

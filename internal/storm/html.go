@@ -208,13 +208,14 @@ func (r *Report) htmlView(now time.Time) htmlView {
 	return v
 }
 
-// niceMax rounds a chart's top up to 1, 2 or 5 times a power of ten.
+// niceMax rounds a chart's top up to a round number: 1, 1.5, 2, 2.5, 3, 4,
+// 5, 6 or 8 times a power of ten.
 func niceMax(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if v <= m*p {
 			return m * p
 		}
@@ -236,7 +237,13 @@ func yOf(val, top float64) float64 {
 }
 
 func xTicks(n int) []svgTick {
-	step := max(1, int(niceMax(float64(n)/10)))
+	step := 1
+	for _, s := range []int{1, 2, 5, 10, 15, 30, 60, 120, 300, 600} {
+		step = s
+		if n/s <= 12 {
+			break
+		}
+	}
 	var ticks []svgTick
 	for t := 0; t <= n; t += step {
 		ticks = append(ticks, svgTick{Pos: xOf(float64(t), n), Label: fmt.Sprintf("%ds", t)})

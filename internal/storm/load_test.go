@@ -6,7 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -343,4 +347,44 @@ func TestLoadUsageErrors(t *testing.T) {
 		"-backoff", "-report", "-max-p99", "-max-amplification", "-min-goodput"} {
 		require.Regexp(t, `(?m)^  `+name+`( |$)`, stderr)
 	}
+}
+
+// The HTML report is one file that fetches nothing, and its charts carry
+// the timeline's numbers (TestDemoStormReportInChromium checks the same in
+// a browser).
+func TestLoadHTMLReport(t *testing.T) {
+	fake := &slowServer{from: 10, to: 20, slow: 400 * time.Millisecond, entries: map[string]*entry{}, executions: map[string]int{}}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	file := filepath.Join(t.TempDir(), "report.html")
+	code, j, stderr := runLoadJSON(t, "--url", srv.URL, "--rate", "20", "--duration", "1500ms", "--attempt-timeout", "150ms",
+		"--backoff", "10ms,20ms", "--retries", "20", "--body", `{"n":{n}}`, "--report", file, "--max-amplification", "0.5")
+	require.Equal(t, 1, code, "the threshold is broken: %s", stderr)
+	require.Equal(t, "pass", j.Verdict)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	page := string(b)
+	require.True(t, strings.HasPrefix(page, "<!DOCTYPE html>"))
+	require.NotRegexp(t, `(?i)(src|href)="(https?:)?//`, page, "nothing fetched from the network")
+	require.NotContains(t, page, "<script")
+	require.Contains(t, page, `data-verdict="pass"`)
+	require.Contains(t, page, `data-threshold="max-amplification" data-ok="false"`)
+	require.Contains(t, page, "not checked (no --count-url)")
+	total := 0
+	for _, m := range regexp.MustCompile(`data-t="(\d+)" data-class="(\w+)" data-count="(\d+)"`).FindAllStringSubmatch(page, -1) {
+		n, _ := strconv.Atoi(m[3])
+		total += n
+	}
+	require.Equal(t, j.Attempts, total, "the bars add up to the attempts")
+	for _, s := range j.Timeline {
+		if s.Amplification != nil {
+			require.Contains(t, page, fmt.Sprintf(`data-series="amplification" data-t="%d" data-value="%v"`, s.T, *s.Amplification))
+			require.Contains(t, page, fmt.Sprintf(`data-series="p99" data-t="%d" data-value="%v"`, s.T, *s.P99MS))
+		}
+	}
+
+	// The burst mode has no timeline to draw.
+	rep, err := Run(t.Context(), Config{URL: srv.URL, Keys: 1, Dups: 1, Body: []byte(`{"n":99}`)})
+	require.NoError(t, err)
+	require.Error(t, rep.WriteHTML(io.Discard))
 }

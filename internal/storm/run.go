@@ -117,6 +117,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	if cfg.OnStart != nil {
+		cfg.OnStart()
+	}
 	start := time.Now()
 	r.start = start
 	var l *loader
