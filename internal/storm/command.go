@@ -38,7 +38,8 @@ classifies every key:
 
 The verdict is pass when every key passed (and, with --count-url, the count
 grew by exactly the number of keys that passed), fail when a key failed or
-the count grew by another number, inconclusive otherwise.
+the count grew by another number (an inconclusive key may add one: its
+answer was lost, not necessarily its run), inconclusive otherwise.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.
@@ -91,7 +92,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		conc       = fs.Int("concurrency", defaultConcurrency, "concurrent workers")
 		timeout    = fs.Duration("timeout", defaultTimeout, "timeout of each request, its retries included")
 		noProbe    = fs.Bool("no-probe", false, "skip the late probe (one more duplicate per key after the storm, which must be an identical replay)")
-		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed")
+		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed (plus at most one per inconclusive key)")
 		countField = fs.String("count-field", "", "the count's member `name` in the --count-url JSON object (dots reach into nested objects)")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)

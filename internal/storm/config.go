@@ -98,8 +98,10 @@ type Config struct {
 	NoProbe bool
 	// CountURL, when set, is read with GET before and after the storm; the
 	// JSON number at CountField in its answer counts the side effects the
-	// server made. The storm fails unless it grew by exactly the number of
-	// keys that passed. The request carries no storm headers.
+	// server made. The storm fails unless it grew by the number of keys
+	// that passed, plus at most one per inconclusive key (whose answers
+	// were lost, not necessarily its run). The request carries no storm
+	// headers.
 	CountURL string
 	// CountField names the number in CountURL's JSON object; dots reach
 	// into nested objects ("stats.charges"). Required with CountURL.

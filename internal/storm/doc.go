@@ -111,8 +111,10 @@
 // and after the probe: the member CountField (dots reach into nested
 // objects) of the object served, which must be an integer, e.g. the
 // "provider_charges" of the /v1/stats of "idemkey serve". Those requests
-// carry none of the storm's headers. The count must grow by exactly the
-// number of keys that passed. This catches a server that runs every
+// carry none of the storm's headers. The count must grow by the number of
+// keys that passed, plus at most one for each inconclusive key: a key
+// whose answers were all lost may still have run, once (with no
+// inconclusive key, exactly the keys that passed). This catches a server that runs every
 // duplicate and still replays perfectly. A count that cannot be read
 // before the storm stops it before anything is sent (Run returns an error
 // wrapping ErrCount).
@@ -122,7 +124,8 @@
 // The verdict (Report.Verdict) is
 //
 //   - "fail" when a key failed, or the count was read after the storm and
-//     grew by another number than the keys that passed;
+//     grew by fewer than the keys that passed or by more than those and
+//     the inconclusive ones;
 //   - otherwise "inconclusive" when a key is inconclusive, the storm was
 //     interrupted, not a single HTTP response arrived, or the count could
 //     not be read after the storm;

@@ -462,3 +462,61 @@ func TestRunCountConfig(t *testing.T) {
 		})
 	}
 }
+
+// A key whose answer was lost is inconclusive, and it may have run once:
+// the count may grow by the keys that passed plus up to one per
+// inconclusive key without failing the storm (which stays inconclusive);
+// more than that means a key ran twice.
+func TestCountWithInconclusiveKeys(t *testing.T) {
+	var charges atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var lost atomic.Int64
+	chargeTwice := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stats" {
+			fmt.Fprintf(w, `{"charges": %d}`, charges.Load())
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		seen[key]++
+		n := seen[key]
+		twice := chargeTwice
+		mu.Unlock()
+		if n == 1 || twice {
+			charges.Add(1)
+		}
+		if n == 1 && lost.Add(1) <= 2 {
+			// The first two keys run, and their answer is lost.
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		if n > 1 {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(srv.Close)
+
+	args := []string{"--url", srv.URL + "/pay", "--keys", "6", "--dups", "1", "--concurrency", "1",
+		"--count-url", srv.URL + "/stats", "--count-field", "charges"}
+	code, j, stderr := runJSON(t, args...)
+	require.Equal(t, 1, code, stderr)
+	require.Equal(t, "inconclusive", j.Verdict, "two lost answers, one charge each: not a failure")
+	require.Equal(t, 4, j.KeysPassed)
+	require.Equal(t, 2, j.KeysInconclusive)
+	require.Equal(t, int64(6), *j.Count.Delta)
+
+	mu.Lock()
+	chargeTwice, seen = true, map[string]int{}
+	mu.Unlock()
+	lost.Store(0)
+	code, j, stderr = runJSON(t, args...)
+	require.Equal(t, 1, code, stderr)
+	require.Equal(t, "fail", j.Verdict, "the probes charged again: more than one charge per key")
+	require.Greater(t, *j.Count.Delta, int64(6))
+}

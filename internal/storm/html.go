@@ -157,7 +157,7 @@ func (r *Report) htmlView(now time.Time) htmlView {
 		v.Verdict, v.VerdictCSS = "FAIL", "fail"
 		v.Why = fmt.Sprintf("%d of %d keys failed", r.KeysFailed, r.Keys)
 		if r.countMismatch() {
-			v.Why += fmt.Sprintf("; %s grew by %d for %d keys passed", r.Count.Field, r.Count.Delta(), r.KeysPassed)
+			v.Why += fmt.Sprintf("; %s grew by %d for %s", r.Count.Field, r.Count.Delta(), r.countWant())
 		}
 	default:
 		v.Verdict, v.VerdictCSS = "INCONCLUSIVE", "inconclusive"
@@ -193,7 +193,7 @@ func (r *Report) htmlView(now time.Time) htmlView {
 	if c := r.Count; c != nil {
 		s := fmt.Sprintf("%s: %d before, not read after", c.Field, c.Before)
 		if c.Read {
-			s = fmt.Sprintf("%s: %d before, %d after: delta %d for %d keys passed", c.Field, c.Before, c.After, c.Delta(), r.KeysPassed)
+			s = fmt.Sprintf("%s: %d before, %d after: delta %d for %s", c.Field, c.Before, c.After, c.Delta(), r.countWant())
 		}
 		v.Rows = append(v.Rows, htmlRow{"side effects", s})
 	} else {

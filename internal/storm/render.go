@@ -81,10 +81,16 @@ func (r *Report) WriteText(w io.Writer) error {
 			row("count", "%s: %d before, not read after", c.Field, c.Before)
 		default:
 			cmp := "="
-			if c.Delta() != int64(r.KeysPassed) {
-				cmp = "!="
+			if r.KeysInconclusive > 0 {
+				cmp = "within"
 			}
-			row("count", "%s: %d before, %d after: delta %d %s %d keys passed", c.Field, c.Before, c.After, c.Delta(), cmp, r.KeysPassed)
+			if r.countMismatch() {
+				cmp = "!="
+				if r.KeysInconclusive > 0 {
+					cmp = "outside"
+				}
+			}
+			row("count", "%s: %d before, %d after: delta %d %s %s", c.Field, c.Before, c.After, c.Delta(), cmp, r.countWant())
 		}
 	}
 	if r.Count == nil && (r.Load != nil || r.ReplayOnly > 0) {
@@ -115,7 +121,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			why = append(why, fmt.Sprintf("%d of %d keys failed", r.KeysFailed, r.Keys))
 		}
 		if r.countMismatch() {
-			why = append(why, fmt.Sprintf("%s grew by %d for %d keys passed", r.Count.Field, r.Count.Delta(), r.KeysPassed))
+			why = append(why, fmt.Sprintf("%s grew by %d for %s", r.Count.Field, r.Count.Delta(), r.countWant()))
 		}
 		fmt.Fprintf(&b, "FAIL (%s)\n", strings.Join(why, "; "))
 	default:
@@ -330,13 +336,14 @@ type jsonProbe struct {
 }
 
 type jsonCount struct {
-	URL    string `json:"url"`
-	Field  string `json:"field"`
-	Before int64  `json:"before"`
-	After  *int64 `json:"after"`
-	Delta  *int64 `json:"delta"`
-	Want   int    `json:"want"`
-	Error  string `json:"error,omitempty"`
+	URL     string `json:"url"`
+	Field   string `json:"field"`
+	Before  int64  `json:"before"`
+	After   *int64 `json:"after"`
+	Delta   *int64 `json:"delta"`
+	Want    int    `json:"want"`
+	WantMax int    `json:"want_max"`
+	Error   string `json:"error,omitempty"`
 }
 
 // WriteJSON writes the report to w as one JSON object on one line. Field
@@ -402,7 +409,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		j.addLoad(r, ld)
 	}
 	if c := r.Count; c != nil {
-		j.Count = &jsonCount{URL: c.URL, Field: c.Field, Before: c.Before, Want: r.KeysPassed, Error: c.Error}
+		j.Count = &jsonCount{URL: c.URL, Field: c.Field, Before: c.Before, Want: r.KeysPassed, WantMax: r.KeysPassed + r.KeysInconclusive, Error: c.Error}
 		if c.Read {
 			after, delta := c.After, c.Delta()
 			j.Count.After, j.Count.Delta = &after, &delta

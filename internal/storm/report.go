@@ -1,6 +1,9 @@
 package storm
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Verdict values as they appear in Report.Verdict and in the JSON report.
 const (
@@ -8,7 +11,8 @@ const (
 	// read, grew by exactly the number of keys).
 	VerdictPass = "pass"
 	// VerdictFail means at least one key failed, or the side-effect count
-	// grew by another number than the keys that passed.
+	// grew by fewer than the keys that passed, or by more than those plus
+	// one per inconclusive key.
 	VerdictFail = "fail"
 	// VerdictInconclusive means no key failed but not every key passed:
 	// some got no final answer (or the probe got none), the storm was
@@ -200,9 +204,24 @@ type Failure struct {
 }
 
 // countMismatch reports whether the side-effect count was read and grew by
-// another number than the keys that passed.
+// another number than the keys that passed, give or take one for each
+// inconclusive key: a key whose answers were lost may have run once, but
+// not twice.
 func (r *Report) countMismatch() bool {
-	return r.Count != nil && r.Count.Read && r.Count.Delta() != int64(r.KeysPassed)
+	if r.Count == nil || !r.Count.Read {
+		return false
+	}
+	d := r.Count.Delta()
+	return d < int64(r.KeysPassed) || d > int64(r.KeysPassed+r.KeysInconclusive)
+}
+
+// countWant describes the growth of the count the keys allow: "5 keys
+// passed", or "5 to 7: 5 keys passed, 2 inconclusive".
+func (r *Report) countWant() string {
+	if r.KeysInconclusive == 0 {
+		return fmt.Sprintf("%d keys passed", r.KeysPassed)
+	}
+	return fmt.Sprintf("%d to %d: %d keys passed, %d inconclusive", r.KeysPassed, r.KeysPassed+r.KeysInconclusive, r.KeysPassed, r.KeysInconclusive)
 }
 
 // Verdict returns VerdictPass, VerdictFail or VerdictInconclusive, as the
