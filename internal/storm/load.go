@@ -58,6 +58,15 @@ func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l 
 	cfg := r.cfg
 	total := cfg.operations()
 	var wg sync.WaitGroup
+	// Operations run on workers that take the next one when they are done,
+	// so that a goroutine's grown stack serves many; the pacer starts a new
+	// worker when none is idle, and never waits for one.
+	work := make(chan *keyRun)
+	worker := func(k *keyRun) {
+		for ok := true; ok; k, ok = <-work {
+			l.operation(ctx, k)
+		}
+	}
 	every := float64(time.Second) / cfg.Rate
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -83,8 +92,13 @@ func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l 
 		l.mu.Lock()
 		l.ops = append(l.ops, k)
 		l.mu.Unlock()
-		wg.Go(func() { l.operation(ctx, k) })
+		select {
+		case work <- k:
+		default:
+			wg.Go(func() { worker(k) })
+		}
 	}
+	close(work)
 	wg.Wait()
 	return l.ops
 }

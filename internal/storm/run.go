@@ -388,20 +388,7 @@ func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
 // send sends one HTTP request for k, bounded by rctx. ok is false when ctx
 // (the storm's) was cancelled, in which case the attempt is not recorded.
 func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attempt, ok bool) {
-	var body io.Reader = http.NoBody
-	if len(k.body) > 0 {
-		body = bytes.NewReader(k.body)
-	}
-	req, err := http.NewRequestWithContext(rctx, r.cfg.Method, r.target.String(), body)
-	if err != nil {
-		return attempt{err: err}, true
-	}
-	// Shared by the attempts of the key, read-only: net/http does not
-	// modify a request's header.
-	req.Header = k.header
-	if k.host != "" {
-		req.Host = k.host
-	}
+	req := r.newRequest(rctx, k)
 	client := r.client
 	if probe {
 		client = r.probeClient
@@ -443,6 +430,28 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attem
 	sinks.Put(s)
 	return a, true
 }
+
+// newRequest builds an attempt's request for k, as http.NewRequest would
+// but without parsing the URL again: the URL and the header are shared by
+// the attempts, read-only (net/http modifies neither).
+func (r *runner) newRequest(ctx context.Context, k *keyRun) *http.Request {
+	req := &http.Request{
+		Method: r.cfg.Method, URL: r.target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: k.header, Host: r.target.Host, Body: http.NoBody, GetBody: noBody,
+	}
+	if k.host != "" {
+		req.Host = k.host
+	}
+	if n := len(k.body); n > 0 {
+		body := k.body
+		req.ContentLength = int64(n)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return req.WithContext(ctx)
+}
+
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
 
 // sink takes in a response body: its SHA-256, its first snippetLen bytes
 // and, for a problem document, up to maxProblemBytes+1 of it. Sinks are
