@@ -89,7 +89,8 @@ type Config struct {
 	// that is not final (409, 408, 425, 429, 503 without the replay
 	// header, or a transport error), after its Retry-After, until a final
 	// answer arrives or Timeout runs out. The late probe retries the same
-	// way.
+	// way. Load mode has its own retries (Retries, Policy) and always
+	// retries its late probe like this.
 	Retry bool
 	// MaxRetries bounds the retries of one request when Retry is set, so a
 	// server answering "Retry-After: 0" cannot spin a worker; 0 means 100.
@@ -329,6 +330,7 @@ func normalizeLoad(cfg *Config) error {
 		return fmt.Errorf("operations x dups must not exceed %d", maxRequests)
 	}
 	cfg.Keys = cfg.operations()
-	cfg.Concurrency = cfg.MaxInFlight
+	cfg.Concurrency = min(cfg.MaxInFlight, defaultConcurrency) // the late probe's workers
+	cfg.Retry = true                                           // the late probe's retries
 	return nil
 }
