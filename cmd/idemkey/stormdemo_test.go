@@ -65,7 +65,7 @@ func TestDemoStormReportInChromium(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code, rep := stormDemo(t.Context(), stormDemoConfig{rate: 40, duration: 5 * time.Second, latency: 5 * time.Millisecond,
 		slowAt: 1500 * time.Millisecond, slowFor: 1500 * time.Millisecond, slowLatency: time.Second,
-		attemptTimeout: 300 * time.Millisecond, retries: 5, report: file}, &stdout, &stderr)
+		attemptTimeout: 300 * time.Millisecond, retries: 10, report: file}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	require.NotNil(t, rep)
 	require.Equal(t, storm.VerdictPass, rep.Verdict())

@@ -35,21 +35,14 @@ type loader struct {
 	slots  chan struct{} // one per attempt in flight (MaxInFlight)
 	policy idemclient.Policy
 
-	mu  sync.Mutex
-	ops []*keyRun // in schedule order, appended by the pacer
+	ops []*keyRun // in schedule order, appended by the pacer, read when it is done
 
 	// live figures, for the progress line
 	opsStarted atomic.Int64
 	conflicts  atomic.Int64 // 409 answers
 	errs       atomic.Int64 // timeouts, transport errors and 5xx
 	live       *liveHist
-	err        error // why the pacer stopped early
-}
-
-func (l *loader) setErr(err error) {
-	l.mu.Lock()
-	l.err = err
-	l.mu.Unlock()
+	err        error // why the pacer stopped early; set by the pacer
 }
 
 // load runs the load-mode storm: it schedules Rate*Duration operations and
@@ -85,13 +78,11 @@ func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l 
 		}
 		k, err := r.newKeyRun(base, i)
 		if err != nil {
-			l.setErr(err)
+			l.err = err
 			break
 		}
 		k.op = &loadOp{due: due}
-		l.mu.Lock()
 		l.ops = append(l.ops, k)
-		l.mu.Unlock()
 		select {
 		case work <- k:
 		default:

@@ -125,19 +125,19 @@ func (s *slowServer) counts() (keys, executions, multi int) {
 	return keys, executions, multi
 }
 
-// A dependency slow for the operations of second 1 of a five-second run:
+// A dependency slow for the operations of second 1 of a six-second run:
 // the clients' attempts time out and are retried with the same key, so
-// amplification rises above 1 in that second (and the next, where the
-// retries go), not before, nor two seconds after; and every operation still
-// ran exactly once.
+// amplification rises above 1 there (and in the next second, where the
+// retries go), not before, nor once the retries are over; and every
+// operation still ran exactly once.
 func TestLoadSlowWindowAmplifies(t *testing.T) {
 	const rate = 20
-	fake := &slowServer{from: 1 * rate, to: 2 * rate, slow: 900 * time.Millisecond, entries: map[string]*entry{}, executions: map[string]int{}}
+	fake := &slowServer{from: 1 * rate, to: 2 * rate, slow: 1200 * time.Millisecond, entries: map[string]*entry{}, executions: map[string]int{}}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 
-	args := []string{"--url", srv.URL, "--rate", strconv.Itoa(rate), "--duration", "5s",
-		"--attempt-timeout", "300ms", "--backoff", "10ms,50ms", "--retries", "30", "--body", `{"n":{n}}`}
+	args := []string{"--url", srv.URL, "--rate", strconv.Itoa(rate), "--duration", "6s",
+		"--attempt-timeout", "400ms", "--backoff", "10ms,50ms", "--retries", "30", "--body", `{"n":{n}}`}
 	code, j, stderr := runLoadJSON(t, args...)
 	if code != 0 {
 		_, text, _ := runCommand(t, args...)
@@ -147,23 +147,23 @@ func TestLoadSlowWindowAmplifies(t *testing.T) {
 	require.Equal(t, "pass", j.Verdict, "%+v %+v", j.Failures, j.Inconclusive)
 	require.Equal(t, "load", j.Mode)
 	keys, executions, multi := fake.counts()
-	require.Equal(t, 5*rate, keys)
-	require.Equal(t, 5*rate, executions, "every operation ran once")
+	require.Equal(t, 6*rate, keys)
+	require.Equal(t, 6*rate, executions, "every operation ran once")
 	require.Zero(t, multi)
-	require.Equal(t, 5*rate, j.Operations.Scheduled)
-	require.Equal(t, 5*rate, j.Operations.Started)
-	require.Equal(t, 5*rate, j.Operations.Completed)
+	require.Equal(t, 6*rate, j.Operations.Scheduled)
+	require.Equal(t, 6*rate, j.Operations.Started)
+	require.Equal(t, 6*rate, j.Operations.Completed)
 	require.Zero(t, j.Operations.Failed)
 	require.Greater(t, j.Amplification, 1.0)
 	require.Equal(t, j.Attempts, j.Requests)
-	require.Positive(t, j.Timeouts)
-	require.GreaterOrEqual(t, len(j.Timeline), 5, "five seconds scheduled")
+	require.Equal(t, rate, j.Timeouts, "the first attempt of every slow operation, and nothing else")
+	require.GreaterOrEqual(t, len(j.Timeline), 6, "six seconds scheduled")
 
 	for _, s := range j.Timeline {
 		sum := s.Originals + s.Replays + s.InProgress + s.RetryLater + s.ServerErrors + s.Timeouts + s.TransportErrors
 		require.Equal(t, s.Attempts, sum, "second %d: the classes partition the attempts", s.T)
 	}
-	for _, sec := range []int{0, 4} { // before the slow window, and two seconds after it
+	for _, sec := range []int{0, 5} { // before the slow window, and well after its retries
 		s := j.Timeline[sec]
 		require.Equal(t, rate, s.Operations, "second %d", sec)
 		// One attempt per operation; the last one scheduled in a second
@@ -171,14 +171,12 @@ func TestLoadSlowWindowAmplifies(t *testing.T) {
 		require.Equal(t, s.Attempts, s.Originals, "second %d: nothing but first attempts", sec)
 		require.InDelta(t, 1.0, *s.Amplification, 0.1, "second %d", sec)
 	}
-	for _, sec := range []int{1} { // the slow window
-		s := j.Timeline[sec]
-		require.Equal(t, rate, s.Operations, "second %d", sec)
-		require.Equal(t, rate, s.Timeouts, "second %d: every first attempt timed out", sec)
-		require.Greater(t, *s.Amplification, 1.5, "second %d", sec)
-		require.Greater(t, *s.P50MS, 800.0, "second %d: latency from the scheduled start", sec)
-	}
-	require.Less(t, *j.Timeline[0].P99MS, 300.0)
+	s := j.Timeline[1] // the slow window
+	require.Equal(t, rate, s.Operations)
+	require.GreaterOrEqual(t, s.Timeouts, rate/2, "the slow operations' first attempts time out")
+	require.Greater(t, *s.Amplification, 1.5)
+	require.Greater(t, *s.P50MS, 1000.0, "latency from the scheduled start")
+	require.Less(t, *j.Timeline[0].P50MS, 400.0)
 }
 
 // doubleServer runs a key again when a retry comes before the first run
