@@ -148,28 +148,26 @@ type Options struct {
 	// each only if that makes it smaller; a replay is byte-identical to the
 	// original either way, and responses stored compressed replay whatever
 	// this says later. It trades CPU on the first execution for Redis
-	// memory: for 1 KiB of JSON full of random IDs, the record shrinks by
-	// about a third, and the first execution costs some 15 µs more CPU
-	// (+15-20% per request on a 2-core machine); replays cost about the
-	// same, as there is less to read from Redis. Dictionaries shrink small
-	// bodies much more. Default: false.
+	// memory; replays cost about the same, as there is less to read from
+	// Redis. Dictionaries shrink small bodies much more. What it saves and
+	// costs for typical bodies: the internal/footprint benchmarks, with the
+	// other figures in bench/RESULTS.md. Default: false.
 	Compress bool
 
 	// Dictionaries are zstd dictionaries for compressing stored responses,
 	// as idemkey dict train makes them. A dictionary trained on a route's
-	// responses shrinks them 2 to 6 times where Compress alone gets 1.5 to
-	// 2 (a 1 KiB payment record: 1352 B raw, 840 B compressed, 520 B with
-	// a dictionary), at a higher cost on the first execution (some 50 µs
-	// of CPU for 1 KiB). The first dictionary compresses (and turns
-	// Compress on); each one decodes the responses compressed with it,
-	// which carry its ID. To replace a dictionary, put the new one first
-	// and keep the old one after it until Retention has passed: a response
-	// whose dictionary is gone cannot be replayed (500
-	// stored-response-unreadable; it is not run again). For a dictionary
-	// per route, give each route its own middleware with its own
-	// Dictionaries. A dictionary trained on real responses holds fragments
-	// of them: keep it as safe as that data. New panics if one is not a
-	// zstd dictionary or two share an ID. Default: none.
+	// responses shrinks them much more than Compress alone, at a higher
+	// CPU cost on the first execution (figures: as for Compress). The
+	// first dictionary compresses (and turns Compress on); each one
+	// decodes the responses compressed with it, which carry its ID. To
+	// replace a dictionary, put the new one first and keep the old one
+	// after it until Retention has passed: a response whose dictionary is
+	// gone cannot be replayed (500 stored-response-unreadable; it is not
+	// run again). For a dictionary per route, give each route its own
+	// middleware with its own Dictionaries. A dictionary trained on real
+	// responses holds fragments of them: keep it as safe as that data. New
+	// panics if one is not a zstd dictionary or two share an ID. Default:
+	// none.
 	Dictionaries [][]byte
 }
 

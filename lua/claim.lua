@@ -9,7 +9,7 @@
 --    {5}                   the record is in the previous format (a hash): run legacy.lua
 --    {6, code, attempt}    the outcome expired; its tombstone remains
 --    {0}                   not a record this script knows
--- The status codes are mirrored in redisstore/reply.go.
+-- The status codes are mirrored in redisstore/internal/record/reply.go.
 local v = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
 if type(v) == 'table' then
   if string.find(v.err or '', 'WRONGTYPE', 1, true) then return {5} end

@@ -4,14 +4,15 @@
 // so the scripts run unchanged on a single node and on Redis Cluster.
 //
 // The scripts are the contract between idemkey and Redis: package redisstore
-// runs them with EVALSHA (falling back to EVAL) and decodes their replies.
+// runs them with EVALSHA, falling back to EVAL (redisstore/internal/script),
+// and decodes their replies (redisstore/internal/record).
 // The opening comment of each file states its keys, arguments and reply.
 //
 // # The record
 //
 // A record is one Redis string at <prefix>{<tag>}, in one of two layouts.
-// Positions count from 1, as Lua's string.sub does (redisstore/record.go
-// holds the same table 0-based):
+// Positions count from 1, as Lua's string.sub does (package
+// redisstore/internal/record holds the same table 0-based):
 //
 //	pos     field       started record                     completed record
 //	1       kind        'S'                                'C'

@@ -128,8 +128,10 @@ func (e *Event) KeyHash(secret []byte) string {
 // Call is one call to Redis: one script run (with its WAIT, when the store
 // waits for replicas).
 type Call struct {
-	// Script is the script's name: "claim", "complete", "release",
-	// "extend", "checkpoint", "lookup" or "legacy".
+	// Script is the script's name: "claim", "legacy" (a claim of a record
+	// in the format before 0.2), "complete", "release", "extend",
+	// "checkpoint", "watch" (a waiter marking the record, Store.Await) or
+	// "lookup". Store.Check's calls are not reported.
 	Script string
 	// Start is when the call began.
 	Start time.Time

@@ -42,7 +42,7 @@ func (s *Store) Await(ctx context.Context, req Request) (*Claim, error) {
 // wait waits for l's key to change hands: its local run to end, or a
 // wake-up, or the next poll. It returns false when ctx ends first.
 func (s *Store) wait(ctx context.Context, l *Lease, backoff *time.Duration) bool {
-	if f := s.flights.get(l.keys.record()); f != nil && f.fp == l.fp && s.flights.owned(f) {
+	if f := s.flights.get(l.keys.Record()); f != nil && f.fp == l.fp && s.flights.owned(f) {
 		select {
 		case <-s.flights.doneChan(f):
 			return true
@@ -53,9 +53,9 @@ func (s *Store) wait(ctx context.Context, l *Lease, backoff *time.Duration) bool
 	poll := *backoff
 	*backoff = min(2**backoff, 100*time.Millisecond)
 	if s.wake != nil {
-		if woken, stop := s.wake.watch(ctx, l.keys.channel()); woken != nil {
+		if woken, stop := s.wake.watch(ctx, l.keys.Channel()); woken != nil {
 			defer stop()
-			reply, err := s.call(ctx, nil, watchScript, l.keys.one, string(l.fp[:]))
+			reply, err := s.call(ctx, nil, watchScript, l.keys.One, string(l.fp[:]))
 			if err == nil && reply == int64(0) {
 				return true // completed or free meanwhile: claim again now
 			}

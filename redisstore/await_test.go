@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
+	"github.com/idemkey/idemkey/redisstore/internal/script"
 )
 
 // TestScriptsGiveTheSameAnswerTwice: every script run twice with the same
@@ -24,7 +26,7 @@ func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t, b, Options{NoCollapse: true})
 			ctx := context.Background()
-			twice := func(script *redis.Script, keys []string, args ...any) any {
+			twice := func(script *script.Script, keys []string, args ...any) any {
 				t.Helper()
 				a, errA := script.Run(ctx, b.client, keys, args...).Result()
 				v1, _ := b.client.Get(ctx, keys[0]).Result()
@@ -35,29 +37,28 @@ func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
 				return []any{a, c}
 			}
 			l := s.newLease(newReq(t))
-			rec := appendStarted(nil, &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: "l"})
-			keys := []string{l.keys.record()}
-			r := twice(claimScript, keys, rec, s.retentionMS).([]any)
-			c1, err := decodeClaim(r[0])
-			require.NoError(t, err)
-			c2, err := decodeClaim(r[1])
-			require.NoError(t, err)
-			require.Equal(t, c1.code, c2.code, "claim")
-			require.Equal(t, c1.attempt, c2.attempt, "claim")
-			p2, _, _ := parseStarted(c2.record)
-			require.Empty(t, p2.recoveryPoint, "claim")
+			rec := record.AppendStarted(nil, &l.fp, l.token, s.thresholdMS, &record.Started{Attempt: 1, Label: "l"})
+			keys := []string{l.keys.Record()}
+			r := twice(claimScript, keys, rec, s.retentionArg).([]any)
+			c1, ok1 := record.DecodeClaim(r[0])
+			c2, ok2 := record.DecodeClaim(r[1])
+			require.True(t, ok1 && ok2, "claim: %#v", r)
+			require.Equal(t, c1.Status, c2.Status, "claim")
+			require.Equal(t, c1.Attempt, c2.Attempt, "claim")
+			p2, _, _ := record.ParseStarted(c2.Record)
+			require.Empty(t, p2.RecoveryPoint, "claim")
 			l.Attempt = 1
 			for _, tc := range []struct {
-				script *redis.Script
+				script *script.Script
 				args   []any
 			}{
-				{extendScript, []any{l.token, s.retentionMS}},
-				{checkpointScript, []any{l.token, appendStarted(nil, &l.fp, l.token, s.thresholdMS, &started{attempt: 1, recoveryPoint: "p", recoveryData: []byte("d")}), s.retentionMS}},
-				{completeScript, []any{appendCompleted(nil, &l.fp, 1, 201, []byte("ok")), l.token, l.keys.channel()}},
-				{releaseScript, []any{l.token, "0", l.keys.channel()}}, // lost: completed
+				{extendScript, []any{l.token, s.retentionArg}},
+				{checkpointScript, []any{l.token, record.AppendStarted(nil, &l.fp, l.token, s.thresholdMS, &record.Started{Attempt: 1, RecoveryPoint: "p", RecoveryData: []byte("d")}), s.retentionArg}},
+				{completeScript, []any{record.AppendCompleted(nil, &l.fp, 1, 201, []byte("ok")), l.token, l.keys.Channel()}},
+				{releaseScript, []any{l.token, "0", l.keys.Channel()}}, // lost: completed
 			} {
 				r := twice(tc.script, keys, tc.args...).([]any)
-				require.Equal(t, r[0], r[1], scriptNames[tc.script])
+				require.Equal(t, r[0], r[1], tc.script.Name)
 			}
 
 			// A takeover re-sent: the same attempt, the same recovery point.
@@ -69,25 +70,24 @@ func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
 			require.NoError(t, c.Lease.Checkpoint(ctx, "charged", []byte("ch_1")))
 			b.expireLease(t, s1, req)
 			l2 := s2.newLease(req)
-			rec2 := appendStarted(nil, &l2.fp, l2.token, s2.thresholdMS, &started{attempt: 1})
-			a, err := claimScript.Run(ctx, b.client, []string{l2.keys.record()}, rec2, s2.retentionMS).Result()
+			rec2 := record.AppendStarted(nil, &l2.fp, l2.token, s2.thresholdMS, &record.Started{Attempt: 1})
+			a, err := claimScript.Run(ctx, b.client, []string{l2.keys.Record()}, rec2, s2.retentionArg).Result()
 			require.NoError(t, err)
-			again, err := claimScript.Run(ctx, b.client, []string{l2.keys.record()}, rec2, s2.retentionMS).Result()
+			again, err := claimScript.Run(ctx, b.client, []string{l2.keys.Record()}, rec2, s2.retentionArg).Result()
 			require.NoError(t, err)
-			ra, err := decodeClaim(a)
-			require.NoError(t, err)
-			rb, err := decodeClaim(again)
-			require.NoError(t, err)
-			require.Equal(t, 2, ra.attempt)
-			require.Equal(t, ra.attempt, rb.attempt)
-			pa, _, _ := parseStarted(ra.record)
-			pb, _, _ := parseStarted(rb.record)
-			require.Equal(t, pa.recoveryPoint, pb.recoveryPoint)
-			require.Equal(t, pa.recoveryData, pb.recoveryData)
+			ra, ok1 := record.DecodeClaim(a)
+			rb, ok2 := record.DecodeClaim(again)
+			require.True(t, ok1 && ok2, "claim: %#v %#v", a, again)
+			require.Equal(t, 2, ra.Attempt)
+			require.Equal(t, ra.Attempt, rb.Attempt)
+			pa, _, _ := record.ParseStarted(ra.Record)
+			pb, _, _ := record.ParseStarted(rb.Record)
+			require.Equal(t, pa.RecoveryPoint, pb.RecoveryPoint)
+			require.Equal(t, pa.RecoveryData, pb.RecoveryData)
 
 			// Release re-sent after a takeover kept its history.
-			v, _ := b.client.Get(ctx, l2.keys.record()).Result()
-			r = twice(releaseScript, []string{l2.keys.record()}, l2.token, "0", l2.keys.channel()).([]any)
+			v, _ := b.client.Get(ctx, l2.keys.Record()).Result()
+			r = twice(releaseScript, []string{l2.keys.Record()}, l2.token, "0", l2.keys.Channel()).([]any)
 			require.Equal(t, int64(1), r[0], "%q", v)
 			require.Equal(t, r[0], r[1])
 		})

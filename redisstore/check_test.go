@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore/internal/check"
 )
 
 // checkByName runs Check and returns its results by name, after checking
@@ -31,8 +32,8 @@ func checkByName(t *testing.T, s *Store) map[string]CheckResult {
 		require.NotEmpty(t, r.Message, r.Name)
 		require.NotContains(t, r.Message, "\n", r.Name)
 	}
-	require.Equal(t, []string{CheckVersion, CheckEviction, CheckPersistence, CheckReplication, CheckCluster,
-		CheckScripts, CheckLatency, CheckInProgress}, names)
+	require.Equal(t, []string{"version", "maxmemory-policy", "persistence", "replication", "cluster",
+		"scripts", "latency", "in-progress"}, names)
 	return out
 }
 
@@ -59,18 +60,18 @@ func TestCheckDefaultRedis(t *testing.T) {
 	rs := checkByName(t, checkStore(t, srv.Client(t), Options{Observer: obs}))
 	requireNoFail(t, rs)
 	require.Zero(t, seen)
-	require.Equal(t, CheckOK, rs[CheckVersion].Status)
-	require.Regexp(t, `^Redis \d+\.\d+\.\d+ \(standalone\)$`, rs[CheckVersion].Message)
-	require.Equal(t, CheckResult{CheckEviction, CheckOK, "noeviction, no maxmemory"}, rs[CheckEviction])
-	require.Equal(t, CheckWarn, rs[CheckPersistence].Status)
-	require.Contains(t, rs[CheckPersistence].Message, "neither AOF nor RDB")
-	require.Equal(t, CheckOK, rs[CheckReplication].Status)
-	require.Contains(t, rs[CheckReplication].Message, "master with 0 replicas online")
-	require.Equal(t, CheckResult{CheckCluster, CheckOK, "not a cluster"}, rs[CheckCluster])
-	require.Equal(t, CheckOK, rs[CheckScripts].Status)
-	require.Contains(t, rs[CheckScripts].Message, "8 scripts loaded; a claim and its release ran in")
-	require.Contains(t, rs[CheckLatency].Message, "over 300 PINGs")
-	require.Equal(t, CheckResult{CheckInProgress, CheckOK, `0 records under "idem:", none in progress`}, rs[CheckInProgress])
+	require.Equal(t, CheckOK, rs["version"].Status)
+	require.Regexp(t, `^Redis \d+\.\d+\.\d+ \(standalone\)$`, rs["version"].Message)
+	require.Equal(t, CheckResult{"maxmemory-policy", CheckOK, "noeviction, no maxmemory"}, rs["maxmemory-policy"])
+	require.Equal(t, CheckWarn, rs["persistence"].Status)
+	require.Contains(t, rs["persistence"].Message, "neither AOF nor RDB")
+	require.Equal(t, CheckOK, rs["replication"].Status)
+	require.Contains(t, rs["replication"].Message, "master with 0 replicas online")
+	require.Equal(t, CheckResult{"cluster", CheckOK, "not a cluster"}, rs["cluster"])
+	require.Equal(t, CheckOK, rs["scripts"].Status)
+	require.Contains(t, rs["scripts"].Message, "8 scripts loaded; a claim and its release ran in")
+	require.Contains(t, rs["latency"].Message, "over 300 PINGs")
+	require.Equal(t, CheckResult{"in-progress", CheckOK, `0 records under "idem:", none in progress`}, rs["in-progress"])
 
 	// The throwaway claim left nothing behind.
 	keys, err := srv.Client(t).Keys(context.Background(), "*").Result()
@@ -82,9 +83,9 @@ func TestCheckDefaultRedis(t *testing.T) {
 func TestCheckEvictingRedis(t *testing.T) {
 	srv := redistest.Start(t, redistest.Args("--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"))
 	rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
-	require.Equal(t, CheckFail, rs[CheckEviction].Status)
-	require.Contains(t, rs[CheckEviction].Message, "volatile-ttl with maxmemory 64.0 MiB")
-	require.Contains(t, rs[CheckEviction].Message, "set maxmemory-policy noeviction")
+	require.Equal(t, CheckFail, rs["maxmemory-policy"].Status)
+	require.Contains(t, rs["maxmemory-policy"].Message, "volatile-ttl with maxmemory 64.0 MiB")
+	require.Contains(t, rs["maxmemory-policy"].Message, "set maxmemory-policy noeviction")
 }
 
 func TestCheckEvictionPolicies(t *testing.T) {
@@ -100,8 +101,8 @@ func TestCheckEvictionPolicies(t *testing.T) {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
 			srv := redistest.Start(t, redistest.Args(tc.args...))
 			rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
-			require.Equal(t, tc.status, rs[CheckEviction].Status, rs[CheckEviction].Message)
-			require.Contains(t, rs[CheckEviction].Message, tc.want)
+			require.Equal(t, tc.status, rs["maxmemory-policy"].Status, rs["maxmemory-policy"].Message)
+			require.Contains(t, rs["maxmemory-policy"].Message, tc.want)
 		})
 	}
 }
@@ -112,34 +113,34 @@ func TestCheckConfigDisabled(t *testing.T) {
 	srv := redistest.Start(t, redistest.Args("--rename-command", "CONFIG", ""))
 	rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
 	requireNoFail(t, rs)
-	require.Equal(t, CheckResult{CheckEviction, CheckOK, "noeviction, no maxmemory"}, rs[CheckEviction])
-	require.Equal(t, CheckWarn, rs[CheckPersistence].Status)
-	require.Contains(t, rs[CheckPersistence].Message, "CONFIG is disabled (managed Redis?)")
+	require.Equal(t, CheckResult{"maxmemory-policy", CheckOK, "noeviction, no maxmemory"}, rs["maxmemory-policy"])
+	require.Equal(t, CheckWarn, rs["persistence"].Status)
+	require.Contains(t, rs["persistence"].Message, "CONFIG is disabled (managed Redis?)")
 
 	srv = redistest.Start(t, redistest.Args("--rename-command", "CONFIG", "", "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"))
 	rs = checkByName(t, checkStore(t, srv.Client(t), Options{}))
-	require.Equal(t, CheckFail, rs[CheckEviction].Status, "INFO shows the policy")
+	require.Equal(t, CheckFail, rs["maxmemory-policy"].Status, "INFO shows the policy")
 }
 
 func TestCheckPersistence(t *testing.T) {
 	srv := redistest.Start(t, redistest.Args("--appendonly", "yes"))
 	rs := checkByName(t, checkStore(t, srv.Client(t), Options{}))
-	require.Equal(t, CheckResult{CheckPersistence, CheckOK, "AOF (appendfsync everysec)"}, rs[CheckPersistence])
+	require.Equal(t, CheckResult{"persistence", CheckOK, "AOF (appendfsync everysec)"}, rs["persistence"])
 
 	srv = redistest.Start(t, redistest.Args("--save", "900 1"))
 	rs = checkByName(t, checkStore(t, srv.Client(t), Options{}))
-	require.Equal(t, CheckOK, rs[CheckPersistence].Status)
-	require.Contains(t, rs[CheckPersistence].Message, "RDB snapshots (save 900 1), no AOF")
+	require.Equal(t, CheckOK, rs["persistence"].Status)
+	require.Contains(t, rs["persistence"].Message, "RDB snapshots (save 900 1), no AOF")
 }
 
 // Options.Replicas above the replicas there are fails: every claim would.
 func TestCheckReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := checkByName(t, checkStore(t, srv.Client(t), Options{Replicas: 1}))
-	require.Equal(t, CheckFail, rs[CheckReplication].Status)
-	require.Contains(t, rs[CheckReplication].Message, "Options.Replicas is 1")
-	require.Equal(t, CheckFail, rs[CheckScripts].Status)
-	require.Contains(t, rs[CheckScripts].Message, "a claim failed")
+	require.Equal(t, CheckFail, rs["replication"].Status)
+	require.Contains(t, rs["replication"].Message, "Options.Replicas is 1")
+	require.Equal(t, CheckFail, rs["scripts"].Status)
+	require.Contains(t, rs["scripts"].Message, "a claim failed")
 }
 
 // The in-progress check counts the records under the prefix (and only
@@ -168,17 +169,17 @@ func TestCheckInProgress(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 
 	rs := checkByName(t, long)
-	r := rs[CheckInProgress]
+	r := rs["in-progress"]
 	require.Equal(t, CheckWarn, r.Status, r.Message)
 	require.Contains(t, r.Message, `3 records under "t[1]*:", 2 in progress: 1 with a live lease, 1 whose lease ran out; oldest started`)
 	require.Contains(t, r.Message, "the longest-lapsed lease ran out")
-	require.Contains(t, r.Message, "("+long.keys("", "crashed").record()+")")
+	require.Contains(t, r.Message, "("+long.keys("", "crashed").Record()+")")
 	requireNoFail(t, rs)
 
 	// Only live leases: ok.
 	rs = checkByName(t, other)
-	require.Equal(t, CheckOK, rs[CheckInProgress].Status)
-	require.Contains(t, rs[CheckInProgress].Message, `1 records under "t1x:", 1 in progress: 1 with a live lease, 0 whose lease ran out`)
+	require.Equal(t, CheckOK, rs["in-progress"].Status)
+	require.Contains(t, rs["in-progress"].Message, `1 records under "t1x:", 1 in progress: 1 with a live lease, 0 whose lease ran out`)
 }
 
 func TestCheckUnreachable(t *testing.T) {
@@ -205,29 +206,29 @@ func TestCheckCluster(t *testing.T) {
 	}
 	rs := checkByName(t, s)
 	requireNoFail(t, rs)
-	require.Contains(t, rs[CheckVersion].Message, "(cluster, 3 masters)")
-	require.Equal(t, CheckOK, rs[CheckCluster].Status)
-	require.Contains(t, rs[CheckCluster].Message, "cluster of 3 masters (3 nodes known), state ok, 16384 of 16384 slots ok")
-	require.Contains(t, rs[CheckReplication].Message, "3 masters with 0/0/0 replicas online")
-	require.Contains(t, rs[CheckInProgress].Message, "20 records under \"idem:\", 20 in progress: 20 with a live lease")
+	require.Contains(t, rs["version"].Message, "(cluster, 3 masters)")
+	require.Equal(t, CheckOK, rs["cluster"].Status)
+	require.Contains(t, rs["cluster"].Message, "cluster of 3 masters (3 nodes known), state ok, 16384 of 16384 slots ok")
+	require.Contains(t, rs["replication"].Message, "3 masters with 0/0/0 replicas online")
+	require.Contains(t, rs["in-progress"].Message, "20 records under \"idem:\", 20 in progress: 20 with a live lease")
 
 	single := redis.NewClient(&redis.Options{Addr: cl.Addrs()[0]})
 	t.Cleanup(func() { _ = single.Close() })
 	rs = checkByName(t, checkStore(t, single, Options{}))
-	require.Equal(t, CheckFail, rs[CheckCluster].Status)
-	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient")
+	require.Equal(t, CheckFail, rs["cluster"].Status)
+	require.Contains(t, rs["cluster"].Message, "use redis.NewClusterClient")
 
 	// Through an auto-pipeliner, which hides its client, Check asks every
 	// master about a key of its own: the cluster client's pipeliner routes
 	// them, a single-node client's gets MOVED.
 	rs = checkByName(t, checkStore(t, autoPipeliner(t, cc), Options{}))
 	requireNoFail(t, rs)
-	require.Equal(t, CheckResult{CheckCluster, CheckWarn, "cluster of 3 masters, reached through an auto-pipeliner, which routes by slot; " +
+	require.Equal(t, CheckResult{"cluster", CheckWarn, "cluster of 3 masters, reached through an auto-pipeliner, which routes by slot; " +
 		"the other checks, in-progress records included, saw one master only: to check them all, run Check on a store on the cluster client"},
-		rs[CheckCluster])
+		rs["cluster"])
 	rs = checkByName(t, checkStore(t, autoPipeliner(t, single), Options{}))
-	require.Equal(t, CheckFail, rs[CheckCluster].Status)
-	require.Contains(t, rs[CheckCluster].Message, "use redis.NewClusterClient(...).AutoPipeline()")
+	require.Equal(t, CheckFail, rs["cluster"].Status)
+	require.Contains(t, rs["cluster"].Message, "use redis.NewClusterClient(...).AutoPipeline()")
 
 	// A slot that no node serves fails the cluster's state: the check
 	// fails through the cluster client and through its pipeliner alike.
@@ -249,11 +250,11 @@ func TestCheckCluster(t *testing.T) {
 	}
 	require.Eventually(t, stateFail, 10*time.Second, 20*time.Millisecond, "cluster state never turned fail")
 	rs = checkByName(t, checkStore(t, cc, Options{}))
-	require.Equal(t, CheckFail, rs[CheckCluster].Status)
-	require.Contains(t, rs[CheckCluster].Message, "state fail, 16383 of 16384 slots ok")
+	require.Equal(t, CheckFail, rs["cluster"].Status)
+	require.Contains(t, rs["cluster"].Message, "state fail, 16383 of 16384 slots ok")
 	rs = checkByName(t, checkStore(t, autoPipeliner(t, cc), Options{}))
-	require.Equal(t, CheckResult{CheckCluster, CheckFail, "cluster state fail, 16383 of 16384 slots ok: claims on the slots not served fail"},
-		rs[CheckCluster])
+	require.Equal(t, CheckResult{"cluster", CheckFail, "cluster state fail, 16383 of 16384 slots ok: claims on the slots not served fail"},
+		rs["cluster"])
 }
 
 // A store on a single node's auto-pipeliner is checked as on the client,
@@ -262,9 +263,9 @@ func TestCheckPipelined(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := checkByName(t, checkStore(t, autoPipeliner(t, srv.Client(t)), Options{}))
 	requireNoFail(t, rs)
-	require.Equal(t, CheckWarn, rs[CheckCluster].Status)
-	require.Contains(t, rs[CheckCluster].Message, "cannot tell a Ring")
-	require.Equal(t, CheckOK, rs[CheckScripts].Status)
+	require.Equal(t, CheckWarn, rs["cluster"].Status)
+	require.Contains(t, rs["cluster"].Message, "cannot tell a Ring")
+	require.Equal(t, CheckOK, rs["scripts"].Status)
 }
 
 // miniredis tells little in INFO and has no CONFIG: Check warns about what it
@@ -273,8 +274,14 @@ func TestCheckMiniredis(t *testing.T) {
 	b := miniBackend(t)
 	rs := checkByName(t, checkStore(t, b.client, Options{}))
 	requireNoFail(t, rs)
-	require.Equal(t, CheckWarn, rs[CheckVersion].Status)
-	require.Contains(t, rs[CheckVersion].Message, "does not give its version in INFO")
-	require.Equal(t, CheckWarn, rs[CheckEviction].Status)
-	require.Equal(t, CheckOK, rs[CheckScripts].Status)
+	require.Equal(t, CheckWarn, rs["version"].Status)
+	require.Contains(t, rs["version"].Message, "does not give its version in INFO")
+	require.Equal(t, CheckWarn, rs["maxmemory-policy"].Status)
+	require.Equal(t, CheckOK, rs["scripts"].Status)
+}
+
+// TestCheckStatuses: checkResults maps the internal statuses by conversion.
+func TestCheckStatuses(t *testing.T) {
+	require.Equal(t, []CheckStatus{CheckOK, CheckWarn, CheckFail},
+		[]CheckStatus{CheckStatus(check.OK), CheckStatus(check.Warn), CheckStatus(check.Fail)})
 }

@@ -60,19 +60,19 @@ type Result struct {
 func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
 	c, err := s.Claim(ctx, req)
 	if err != nil {
-		if s.obs != nil {
+		if s.opts.Observer != nil {
 			s.observeClaimError(ctx, req, err)
 		}
 		return nil, err
 	}
-	if s.obs != nil {
+	if s.opts.Observer != nil {
 		kind := map[Status]observe.Kind{Claimed: observe.Claimed, TookOver: observe.TookOver, Replayed: observe.Replayed}[c.Status]
 		e := observe.NewEvent(kind, req.Scope, req.Key)
 		e.Route, e.Status = req.Label, c.Response.Code
 		if c.Lease != nil {
 			e.Attempt = c.Lease.Attempt
 		}
-		s.obs.Event(ctx, &e)
+		s.opts.Observer.Event(ctx, &e)
 	}
 	if c.Status == Replayed {
 		switch c.Response.Code {
@@ -95,7 +95,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	stop()
 
 	// The outcome must reach Redis even if the caller has given up.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.lease, 2*time.Second))
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.opts.Lease, 2*time.Second))
 	defer wcancel()
 	var (
 		res  *Result
@@ -136,7 +136,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 			err = failed
 		}
 	}
-	if s.obs != nil {
+	if s.opts.Observer != nil {
 		s.observeEnd(ctx, l, start, kind, werr)
 	}
 	return res, err
@@ -168,17 +168,17 @@ func (s *Store) observeClaimError(ctx context.Context, req Request, err error) {
 	}
 	e := observe.NewEvent(kind, req.Scope, req.Key)
 	e.Route, e.Err = req.Label, err
-	s.obs.Event(ctx, &e)
+	s.opts.Observer.Event(ctx, &e)
 }
 
 // observeEnd reports how a run of Do ended.
 func (s *Store) observeEnd(ctx context.Context, l *Lease, start time.Time, kind observe.Kind, err error) {
-	if s.obs == nil {
+	if s.opts.Observer == nil {
 		return
 	}
 	e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
 	e.Route, e.Attempt, e.Held, e.Err = l.req.Label, l.Attempt, time.Since(start), err
-	s.obs.Event(ctx, &e)
+	s.opts.Observer.Event(ctx, &e)
 }
 
 // call runs fn, turning a panic into a value.

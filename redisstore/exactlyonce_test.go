@@ -33,7 +33,7 @@ func TestLiveOwnerOutlivesRetention(t *testing.T) {
 	stop := c.Lease.keepAlive(nil)
 	defer stop()
 
-	deadline := time.Now().Add(4 * s.retention)
+	deadline := time.Now().Add(4 * s.opts.Retention)
 	for time.Now().Before(deadline) {
 		_, err := s.Claim(ctx, req)
 		require.ErrorIs(t, err, ErrInProgress, "a duplicate got the key of a live owner")

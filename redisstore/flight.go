@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
 // In-process collapse: concurrent claims of one key in one process share one
@@ -23,7 +25,7 @@ type flights struct {
 // channels are made only when somebody waits on them, under flights.mu:
 // most flights have no follower.
 type flight struct {
-	fp        [fpLen]byte
+	fp        [record.FPLen]byte
 	isClaimed bool          // the leader's claim has its answer
 	isDone    bool          // the flight ended
 	claimed   chan struct{} // closed once isClaimed, if made
@@ -42,7 +44,7 @@ type flight struct {
 // join returns the key's flight and whether the caller leads it (a new
 // flight). It returns nil when the key's flight is for another fingerprint:
 // only Redis can answer that claim.
-func (fs *flights) join(key string, fp *[fpLen]byte) (f *flight, leader bool) {
+func (fs *flights) join(key string, fp *[record.FPLen]byte) (f *flight, leader bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f = fs.m[key]; f != nil {
@@ -133,7 +135,7 @@ func (fs *flights) end(key string, f *flight, resp *Response) {
 // collapse claims l's key, sharing one claim with the concurrent claims of
 // the same key and fingerprint in this process.
 func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
-	key := l.keys.record()
+	key := l.keys.Record()
 	f, leader := s.flights.join(key, &l.fp)
 	switch {
 	case f == nil:
@@ -181,18 +183,18 @@ func (l *Lease) signed(t time.Time) { l.sign.Store(t.UnixNano()) }
 
 // left returns how long the lease holds at least, by its last sign of life.
 func (l *Lease) left() time.Duration {
-	return l.store.lease - time.Since(time.Unix(0, l.sign.Load()))
+	return l.store.opts.Lease - time.Since(time.Unix(0, l.sign.Load()))
 }
 
 // ended ends the lease's flight, with the stored outcome if there is one.
 func (l *Lease) ended(resp *Response) {
 	if l.flight != nil {
-		l.store.flights.end(l.keys.record(), l.flight, resp)
+		l.store.flights.end(l.keys.Record(), l.flight, resp)
 	}
 	if resp != nil {
 		// The record lives about the retention from the last sign of life
 		// (completion keeps its TTL).
-		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.store.retention))
+		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.store.opts.Retention))
 	}
 }
 
@@ -209,7 +211,7 @@ type replayCache struct {
 
 type cached struct {
 	key     string
-	fp      [fpLen]byte
+	fp      [record.FPLen]byte
 	resp    Response
 	expires time.Time
 }
@@ -224,7 +226,7 @@ func (s *Store) cached(l *Lease) (*Claim, bool) {
 	if rc == nil {
 		return nil, false
 	}
-	key := l.keys.record()
+	key := l.keys.Record()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	e, ok := rc.m[key]
@@ -248,7 +250,7 @@ func (s *Store) remember(l *Lease, resp Response, expires time.Time) {
 	if rc == nil || time.Until(expires) <= 0 {
 		return
 	}
-	c := &cached{key: l.keys.record(), fp: l.fp, resp: resp, expires: expires}
+	c := &cached{key: l.keys.Record(), fp: l.fp, resp: resp, expires: expires}
 	if c.cost() > rc.max {
 		return
 	}

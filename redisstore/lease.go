@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
+	"github.com/idemkey/idemkey/redisstore/internal/script"
 )
 
 // Lease is a caller's ownership of one record, from a successful claim until
@@ -19,15 +20,15 @@ import (
 // and change nothing.
 //
 // Its methods are safe for concurrent use (a heartbeat may extend the lease
-// while the owner checkpoints); its fields are set by the claim and never
-// change.
+// while the owner checkpoints); its exported fields are set by the claim
+// and never change (Checkpoint does not update RecoveryPoint).
 type Lease struct {
 	store     *Store
 	req       Request
-	keys      recordKeys
+	keys      record.Keys
 	token     string
 	tokenArg  any // token, boxed once
-	fp        [fpLen]byte
+	fp        [record.FPLen]byte
 	label     string       // the record's: the first claim's label
 	createdMS int64        // the record's: when it was first claimed
 	flight    *flight      // this process's flight for the key, when collapsing
@@ -55,15 +56,15 @@ type Lease struct {
 // too few replicas acknowledged it.
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	s := l.store
-	rec := appendCompleted(make([]byte, 0, offCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
-	keys, args := l.keys.one, []any{rec, l.tokenArg}
-	if s.tombstone > 0 {
-		keys = []string{l.keys.record(), l.keys.tombstone()}
-		args = append(args, tombstone(&l.fp, resp.Code, l.Attempt), s.tombstoneMS)
+	rec := record.AppendCompleted(make([]byte, 0, record.OffCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
+	keys, args := l.keys.One, []any{rec, l.tokenArg}
+	if s.opts.TombstoneRetention > 0 {
+		keys = []string{l.keys.Record(), l.keys.Tombstone()}
+		args = append(args, record.Tombstone(&l.fp, resp.Code, l.Attempt), s.tombstoneArg)
 	}
 	err := persist(ctx, func() error {
 		reply, err := s.call(ctx, nil, completeScript, keys, args...)
-		return decodeReplicated("complete", reply, err)
+		return ownedReplicated("complete", reply, err)
 	})
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.ended(&resp)
@@ -100,8 +101,8 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 		flag = "1"
 	}
 	err := persist(ctx, func() error {
-		reply, err := l.store.call(ctx, nil, releaseScript, l.keys.one, l.tokenArg, flag)
-		return decodeOK("release", reply, err)
+		reply, err := l.store.call(ctx, nil, releaseScript, l.keys.One, l.tokenArg, flag)
+		return owned("release", reply, err)
 	})
 	l.ended(nil)
 	return err
@@ -115,7 +116,7 @@ func (l *Lease) handBack() {
 	go func() {
 		for _, wait := range [...]time.Duration{0, 100 * time.Millisecond} {
 			time.Sleep(wait)
-			ctx, cancel := context.WithTimeout(context.Background(), l.store.lease)
+			ctx, cancel := context.WithTimeout(context.Background(), l.store.opts.Lease)
 			err := l.release(ctx, false)
 			cancel()
 			if errors.Is(err, ErrLeaseLost) {
@@ -137,7 +138,7 @@ func persistWith(ctx context.Context, wait func(context.Context, time.Duration) 
 	for try := 1; ; try++ {
 		err := write()
 		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrNotReplicated) ||
-			isRedisReply(err) || try == persistTries || !wait(ctx, backoff) {
+			script.IsFinal(err) || try == persistTries || !wait(ctx, backoff) {
 			return err
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
@@ -159,30 +160,13 @@ func waitFor(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// isRedisReply reports whether err is a final error reply from Redis
-// (WRONGTYPE, a script error): Redis was reached and trying again cannot
-// help. Replies that say "not now" (loading after a restart, cluster down,
-// failing over, a slot moved or migrating) are not final.
-func isRedisReply(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	for _, p := range [...]string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "MASTERDOWN", "READONLY", "BUSY"} {
-		if redis.HasErrorPrefix(err, p) {
-			return false
-		}
-	}
-	return true
-}
-
 // Extend pushes the lease out to the store's full lease duration from now
 // (and the record's retention with it). It returns ErrLeaseLost if the record
 // is no longer this lease's.
 func (l *Lease) Extend(ctx context.Context) error {
 	sent := time.Now()
-	reply, err := l.store.call(ctx, nil, extendScript, l.keys.one, l.tokenArg, l.store.retentionArg)
-	err = decodeOK("extend", reply, err)
+	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.store.retentionArg)
+	err = owned("extend", reply, err)
 	if err == nil {
 		l.signed(sent)
 	}
@@ -196,11 +180,11 @@ func (l *Lease) Extend(ctx context.Context) error {
 // longer this lease's.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
 	s := l.store
-	rec := appendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, s.thresholdMS,
-		&started{attempt: l.Attempt, recoveryPoint: point, recoveryData: data, label: l.label, createdMS: l.createdMS})
+	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, s.thresholdMS,
+		&record.Started{Attempt: l.Attempt, RecoveryPoint: point, RecoveryData: data, Label: l.label, CreatedMS: l.createdMS})
 	sent := time.Now()
-	reply, err := s.call(ctx, nil, checkpointScript, l.keys.one, l.tokenArg, rec, s.retentionArg)
-	err = decodeReplicated("checkpoint", reply, err)
+	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, s.retentionArg)
+	err = ownedReplicated("checkpoint", reply, err)
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.signed(sent)
 	}
@@ -217,7 +201,7 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 func (l *Lease) DerivedKey(step string) string {
 	h := sha256.New()
 	h.Write([]byte("idemkey derived key\x00"))
-	for _, s := range [...]string{l.store.prefix, l.req.Scope, l.req.Key, step} {
+	for _, s := range [...]string{l.store.opts.Prefix, l.req.Scope, l.req.Key, step} {
 		var n [binary.MaxVarintLen64]byte
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		h.Write([]byte(s))
@@ -235,10 +219,10 @@ func (l *Lease) DerivedKey(step string) string {
 // operation returns, before completing or releasing the lease.
 func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
 	h := l.heartbeat(cancel, nil)
-	if l.store.maxDuration <= 0 {
+	if l.store.opts.MaxDuration <= 0 {
 		return h.stop
 	}
-	over := time.AfterFunc(l.store.maxDuration, func() {
+	over := time.AfterFunc(l.store.opts.MaxDuration, func() {
 		h.stop()
 		cancel(ErrMaxDuration)
 	})
@@ -247,10 +231,6 @@ func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
 		h.stop()
 	}
 }
-
-// keepAlive is the heartbeat of Supervise, calling onLost (once, from its
-// own goroutine) when the lease is lost; stop ends it. onLost may be nil.
-func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.heartbeat(nil, onLost).stop }
 
 // heartbeat extends a lease every Options.Heartbeat until stopped, so that a
 // live owner is never taken over however long it runs. Each beat waits for
@@ -277,7 +257,7 @@ type heartbeat struct {
 func (l *Lease) heartbeat(cancel context.CancelCauseFunc, onLost func()) *heartbeat {
 	h := &heartbeat{l: l, cancel: cancel, onLost: onLost}
 	h.mu.Lock()
-	h.t = time.AfterFunc(l.store.heartbeat, h.beat)
+	h.t = time.AfterFunc(l.store.opts.Heartbeat, h.beat)
 	h.mu.Unlock()
 	return h
 }
@@ -291,7 +271,7 @@ func (h *heartbeat) beat() {
 	h.inflight.Add(1)
 	h.mu.Unlock()
 	defer h.inflight.Done()
-	every := h.l.store.heartbeat
+	every := h.l.store.opts.Heartbeat
 	ctx, cancel := context.WithTimeout(context.Background(), max(every/3, time.Millisecond))
 	err := h.l.Extend(ctx)
 	cancel()

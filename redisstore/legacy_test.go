@@ -20,10 +20,10 @@ func TestLegacyRecords(t *testing.T) {
 			old := func(req Request, fields map[string]any, leaseTTL time.Duration) {
 				t.Helper()
 				k := s.keys(req.Scope, req.Key)
-				require.NoError(t, b.client.HSet(ctx, k.record(), fields).Err())
-				require.NoError(t, b.client.PExpire(ctx, k.record(), time.Hour).Err())
+				require.NoError(t, b.client.HSet(ctx, k.Record(), fields).Err())
+				require.NoError(t, b.client.PExpire(ctx, k.Record(), time.Hour).Err())
 				if leaseTTL > 0 {
-					require.NoError(t, b.client.Set(ctx, k.legacyLease(), "old-token", leaseTTL).Err())
+					require.NoError(t, b.client.Set(ctx, k.LegacyLease(), "old-token", leaseTTL).Err())
 				}
 			}
 

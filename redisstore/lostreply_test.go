@@ -21,7 +21,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/faultproxy"
 	"github.com/idemkey/idemkey/internal/redistest"
-	"github.com/idemkey/idemkey/lua"
+	"github.com/idemkey/idemkey/redisstore/internal/script"
 )
 
 // proxied is a Redis deployment every connection of whose client goes
@@ -133,22 +133,18 @@ func closing[C interface{ Close() error }](t *testing.T, c C) C {
 	return c
 }
 
-// scriptOn matches the calls of script (EVALSHA, or EVAL after NOSCRIPT)
-// whose first key is key.
-func scriptOn(script *redis.Script, key string) func(faultproxy.Command) bool {
-	src := sources[script]
-	if src == "" {
-		src = map[*redis.Script]string{releaseScript: lua.Release, extendScript: lua.Extend}[script]
-	}
+// scriptOn matches the calls of sc (EVALSHA, or EVAL after NOSCRIPT) whose
+// first key is key.
+func scriptOn(sc *script.Script, key string) func(faultproxy.Command) bool {
 	return func(c faultproxy.Command) bool {
 		if len(c.Args) < 4 || c.Args[3] != key {
 			return false
 		}
 		switch c.Name() {
 		case "EVALSHA":
-			return c.Args[1] == script.Hash()
+			return c.Args[1] == sc.Hash()
 		case "EVAL":
-			return c.Args[1] == src
+			return c.Args[1] == sc.Source
 		}
 		return false
 	}
@@ -160,7 +156,7 @@ func scriptOn(script *redis.Script, key string) func(faultproxy.Command) bool {
 // compared with the same steps run without the fault.
 type lostCase struct {
 	name   string
-	script *redis.Script
+	script *script.Script
 	// wait loses the reply of the WAIT sent with the script (Options.Replicas)
 	// instead of the script's.
 	wait    bool
@@ -381,7 +377,7 @@ func TestLostReply(t *testing.T) {
 			}
 			for _, c := range lostCases {
 				t.Run(c.name, func(t *testing.T) { testLostReply(t, p, stores, c) })
-				if _, replicated := sources[c.script]; replicated && p.replicas > 0 {
+				if c.script.Waits && p.replicas > 0 {
 					c.wait = true
 					t.Run(c.name+", WAIT reply lost", func(t *testing.T) { testLostReply(t, p, stores, c) })
 				}
@@ -402,7 +398,7 @@ func testLostReply(t *testing.T, p *proxied, s *lostStores, c lostCase) {
 		if c.prepare != nil {
 			l = c.prepare(ctx, t, s, req)
 		}
-		match := scriptOn(c.script, s.s.keys(req.Scope, req.Key).record())
+		match := scriptOn(c.script, s.s.keys(req.Scope, req.Key).Record())
 		if c.wait {
 			match = faultproxy.Name("WAIT")
 		}
@@ -438,9 +434,9 @@ func TestLostReplyDo(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			req := newReq(t)
-			key := s.keys(req.Scope, req.Key).record()
+			key := s.keys(req.Scope, req.Key).Record()
 			var lost []rules
-			for _, sc := range []*redis.Script{claimScript, extendScript, checkpointScript, completeScript} {
+			for _, sc := range []*script.Script{claimScript, extendScript, checkpointScript, completeScript} {
 				lost = append(lost, p.inject(faultproxy.Fault{Action: faultproxy.LoseReply, Match: scriptOn(sc, key), Times: 1}))
 			}
 			var runs atomic.Int32
@@ -496,7 +492,7 @@ func TestLostReplyClusterReplicasDefaultRetries(t *testing.T) {
 	}
 
 	req := newReq(t)
-	key := s.keys(req.Scope, req.Key).record()
+	key := s.keys(req.Scope, req.Key).Record()
 	lost := p.inject(faultproxy.Fault{Action: faultproxy.LoseReply, Match: scriptOn(claimScript, key), Times: 1})
 	_, err := s.Claim(ctx, req)
 	require.Error(t, err, "the lost claim reply is not sent again")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/redisstore/internal/script"
 )
 
 // Options.Replicas on a cluster sends each script and its WAIT to the master
@@ -28,7 +29,7 @@ func replicatedCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient, 
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		for _, sc := range []*redis.Script{claimScript, completeScript, checkpointScript} {
+		for _, sc := range []*script.Script{claimScript, completeScript, checkpointScript} {
 			if err := sc.Load(ctx, m).Err(); err != nil {
 				return err
 			}
@@ -44,7 +45,7 @@ func keyOn(t *testing.T, cl *redistest.Cluster, s *Store, master int, name strin
 	ctx := context.Background()
 	for i := range 200 {
 		req := Request{Scope: "redirect", Key: name + strconv.Itoa(i), Fingerprint: "f"}
-		m, err := cl.MasterFor(ctx, s.keys(req.Scope, req.Key).record())
+		m, err := cl.MasterFor(ctx, s.keys(req.Scope, req.Key).Record())
 		require.NoError(t, err)
 		if m == master {
 			return req
@@ -109,7 +110,7 @@ func TestReplicasClusterReshard(t *testing.T) {
 	require.NoError(t, err)
 	dstID, err := dst.ClusterMyID(ctx).Result()
 	require.NoError(t, err)
-	slot, err := client.ClusterKeySlot(ctx, s.keys(req.Scope, req.Key).record()).Result()
+	slot, err := client.ClusterKeySlot(ctx, s.keys(req.Scope, req.Key).Record()).Result()
 	require.NoError(t, err)
 	require.NoError(t, dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
 	require.NoError(t, src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
@@ -131,7 +132,7 @@ func TestReplicasClusterReshard(t *testing.T) {
 		migrate(keys[1:]...)
 		err := c.Lease.Checkpoint(ctx, "step", []byte("1"))
 		require.True(t, redis.IsTryAgainError(err), "got %v", err)
-		require.False(t, isRedisReply(err), "TRYAGAIN is not a final answer")
+		require.False(t, script.IsFinal(err), "TRYAGAIN is not a final answer")
 		migrate(keys[0])
 	} else {
 		migrate(keys...)
@@ -188,25 +189,3 @@ func TestReplicasClusterKillMaster(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "no claim once the old master is back as a replica: %v", last)
 	t.Logf("claims succeed after %v", time.Since(start))
 }
-
-func TestRedirectsAreNotFinal(t *testing.T) {
-	for _, msg := range []string{
-		"MOVED 3999 127.0.0.1:6381",
-		"ASK 3999 127.0.0.1:6381",
-		"TRYAGAIN Multiple keys request during rehashing of slot",
-		"CLUSTERDOWN The cluster is down",
-	} {
-		err := redisError(t, msg)
-		require.False(t, isRedisReply(err), msg)
-		require.False(t, isRedisReply(errors.Join(errors.New("redisstore: complete"), err)), msg)
-	}
-	require.True(t, isRedisReply(redisError(t, "WRONGTYPE Operation against a key holding the wrong kind of value")))
-}
-
-// replyError is an error reply from Redis, as isRedisReply sees one.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
-func redisError(_ *testing.T, msg string) error { return replyError(msg) }

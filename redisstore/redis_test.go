@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
 // Tests here need a real redis-server: cluster slots, command counts, faults.
@@ -29,9 +30,9 @@ func TestClusterSpreadsKeysOverAllMasters(t *testing.T) {
 		}
 		keys := s.keys(req.Scope, req.Key)
 		node := cl.Node(0).Client(t)
-		s0, err := node.ClusterKeySlot(ctx, keys.record()).Result()
+		s0, err := node.ClusterKeySlot(ctx, keys.Record()).Result()
 		require.NoError(t, err)
-		for _, k := range []string{keys.tombstone(), keys.legacyLease()} {
+		for _, k := range []string{keys.Tombstone(), keys.LegacyLease()} {
 			s1, err := node.ClusterKeySlot(ctx, k).Result()
 			require.NoError(t, err)
 			require.Equal(t, s0, s1, "a record's keys must share a slot")
@@ -201,7 +202,7 @@ func TestScriptErrorsSurface(t *testing.T) {
 			ctx := context.Background()
 			// Something else wrote a list where the record lives.
 			req := Request{Key: "clobbered"}
-			require.NoError(t, b.client.RPush(ctx, s.keys(req.Scope, req.Key).record(), "x").Err())
+			require.NoError(t, b.client.RPush(ctx, s.keys(req.Scope, req.Key).Record(), "x").Err())
 			_, err := s.Claim(ctx, req)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), "redisstore: claim:")
@@ -211,7 +212,7 @@ func TestScriptErrorsSurface(t *testing.T) {
 
 			// Or a string that is not a record.
 			req = Request{Key: "clobbered-string"}
-			require.NoError(t, b.client.Set(ctx, s.keys(req.Scope, req.Key).record(), "x", time.Minute).Err())
+			require.NoError(t, b.client.Set(ctx, s.keys(req.Scope, req.Key).Record(), "x", time.Minute).Err())
 			_, err = s.Claim(ctx, req)
 			require.ErrorIs(t, err, ErrUnexpectedReply)
 			_, err = s.Lookup(ctx, req.Scope, req.Key)
@@ -228,21 +229,21 @@ func TestClaimIsIdempotentPerToken(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t, b, Options{})
 			ctx := context.Background()
-			keys := []string{s.keys("", "k").record()}
-			fp := storedFingerprint("fp")
-			rec := appendStarted(nil, &fp, "tok-0001", s.thresholdMS, &started{attempt: 1, label: "l"})
-			run := func() *claimReply {
-				reply, err := claimScript.Run(ctx, b.client, keys, rec, s.retentionMS).Result()
+			keys := []string{s.keys("", "k").Record()}
+			fp := record.Fingerprint("fp")
+			rec := record.AppendStarted(nil, &fp, "tok-0001", s.thresholdMS, &record.Started{Attempt: 1, Label: "l"})
+			run := func() record.ClaimReply {
+				reply, err := claimScript.Run(ctx, b.client, keys, rec, s.retentionArg).Result()
 				require.NoError(t, err)
-				c, err := decodeClaim(reply)
-				require.NoError(t, err)
+				c, ok := record.DecodeClaim(reply)
+				require.True(t, ok, "%#v", reply)
 				return c
 			}
 			first, again := run(), run()
-			require.Equal(t, int64(replyOwned), first.code)
-			require.Equal(t, 1, first.attempt)
-			require.Equal(t, int64(replyOwned), again.code, "the same token is told it owns the key again")
-			require.Equal(t, 1, again.attempt)
+			require.Equal(t, int64(record.Owned), first.Status)
+			require.Equal(t, 1, first.Attempt)
+			require.Equal(t, int64(record.Owned), again.Status, "the same token is told it owns the key again")
+			require.Equal(t, 1, again.Attempt)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
 // trips counts round trips: a pipeline is one.
@@ -50,7 +51,7 @@ func TestReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Claimed, c.Status)
 	require.Equal(t, 1, rt.n, "claim and WAIT share one round trip")
-	recKey := s.keys(req.Scope, req.Key).record()
+	recKey := s.keys(req.Scope, req.Key).Record()
 	n, err := rc.Exists(ctx, recKey).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the replica has the claim before the operation runs")
@@ -58,7 +59,7 @@ func TestReplicas(t *testing.T) {
 	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("ok")}))
 	state, err := rc.Get(ctx, recKey).Result()
 	require.NoError(t, err)
-	require.Equal(t, byte(kindCompleted), state[0])
+	require.Equal(t, byte(record.KindCompleted), state[0])
 
 	// The replica hangs: a claim it cannot acknowledge is released and refused.
 	replica.Pause()

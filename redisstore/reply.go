@@ -1,191 +1,151 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemkey/idemkey/redisstore/internal/check"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
-// Reply status codes of claim.lua and legacy.lua; keep them in step.
-const (
-	replyUnknown      = 0 // {0}: not a record the script knows (decoded as an error)
-	replyOwned        = 1 // {1, attempt, record before the claim or ''}
-	replyReplay       = 2 // {2, completed record[, record pttl]}
-	replyInProgress   = 3 // {3, lease ms left}
-	replyMismatch     = 4 // {4}
-	replyLegacy       = 5 // {5}: a record in the previous format; run legacy.lua
-	replyExpired      = 6 // {6, code, attempt}: only the tombstone is left
-	replyLegacyReplay = 7 // {7, code, body}: legacy.lua's replay
-)
+// This file is the one place where what the internal packages return (the
+// runner's replies and errors, the codec's plain structs and status codes)
+// becomes the package's results and errors.
 
 // errLegacy says a claim met a record in the previous format, or legacy.lua
 // found none left (attempt 0): Claim runs the other script.
 var errLegacy = errors.New("redisstore: record in the previous format")
 
-// claimReply is a decoded reply of claim.lua or legacy.lua.
-type claimReply struct {
-	code      int64
-	attempt   int
-	record    string // replyOwned: the record before the claim, or ""
-	status    int
-	body      []byte
-	leaseLeft time.Duration
-	ttl       time.Duration // replyReplay, when asked: how long the record lives
-}
+// notReplicated is the runner's error for a write too few replicas
+// acknowledged.
+func notReplicated(acked, want int) error { return &ReplicationError{Acked: acked, Want: want} }
 
-// decodeClaim checks the shape of a claim reply and decodes it. This is the
-// one place where the scripts' status codes are read.
-func decodeClaim(reply any) (*claimReply, error) {
-	r, ok := reply.([]any)
-	if !ok || len(r) == 0 {
-		return nil, unexpected("claim", reply)
+// claimed turns a claim's reply into a Claim, and gives the key back when
+// the claim may have taken effect but cannot be used.
+func (s *Store) claimed(l *Lease, reply any, err error, sent time.Time) (*Claim, error) {
+	var notRepl error
+	switch {
+	case errors.Is(err, ErrNotReplicated):
+		notRepl = err
+	case err != nil && reply != nil:
+		// The script ran but the WAIT after it failed: the claim is held and
+		// cannot be trusted. Give it back.
+		l.handBack()
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	code, ok := r[0].(int64)
+	r, ok := record.DecodeClaim(reply)
 	if !ok {
 		return nil, unexpected("claim", reply)
 	}
-	c := &claimReply{code: code}
-	switch {
-	case code == replyOwned && len(r) == 3:
-		attempt, ok1 := r[1].(int64)
-		rec, ok2 := r[2].(string)
-		if !ok1 || !ok2 || attempt < 0 {
-			break
+	switch r.Status {
+	case record.Replay, record.LegacyReplay:
+		resp := Response{Code: r.Code, Body: r.Body}
+		if r.TTL > 0 {
+			s.remember(l, resp, sent.Add(r.TTL))
 		}
-		if attempt == 0 { // legacy.lua: the record went meanwhile
-			return &claimReply{code: replyLegacy}, nil
-		}
-		if rec != "" {
-			if _, _, ok := parseStarted(rec); !ok {
-				break
-			}
-		}
-		c.attempt, c.record = int(attempt), rec
-		return c, nil
-	case code == replyReplay && (len(r) == 2 || len(r) == 3):
-		rec, ok := r[1].(string)
-		if !ok {
-			break
-		}
-		if len(r) == 3 {
-			ms, ok := r[2].(int64)
-			if !ok {
-				break
-			}
-			c.ttl = pttl(ms)
-		}
-		att, status, body, ok := parseCompleted(rec)
-		if !ok {
-			break
-		}
-		c.attempt, c.status, c.body = att, status, []byte(body)
-		return c, nil
-	case code == replyLegacyReplay && len(r) == 3:
-		status, ok1 := r[1].(int64)
-		body, ok2 := r[2].(string)
-		if !ok1 || !ok2 {
-			break
-		}
-		c.status, c.body = int(status), []byte(body)
-		return c, nil
-	case code == replyInProgress && len(r) == 2:
-		ms, ok := r[1].(int64)
-		if !ok {
-			break
-		}
-		c.leaseLeft = time.Duration(max(ms, 0)) * time.Millisecond
-		return c, nil
-	case code == replyExpired && len(r) == 3:
-		status, ok1 := r[1].(int64)
-		att, ok2 := r[2].(int64)
-		if !ok1 || !ok2 {
-			break
-		}
-		c.status, c.attempt = int(status), int(att)
-		return c, nil
-	case (code == replyMismatch || code == replyLegacy) && len(r) == 1:
-		return c, nil
+		return &Claim{Status: Replayed, Response: resp}, nil
+	case record.InProgress:
+		return nil, &InProgressError{LeaseLeft: r.LeaseLeft}
+	case record.Mismatch:
+		return nil, ErrMismatch
+	case record.Expired:
+		return nil, &ExpiredError{Code: r.Code, Attempts: r.Attempt}
+	case record.Legacy:
+		return nil, errLegacy
 	}
-	return nil, unexpected("claim", reply)
+	l.Attempt = r.Attempt
+	l.signed(sent)
+	if r.Record != "" {
+		prev, _, _ := record.ParseStarted(r.Record)
+		l.RecoveryPoint, l.RecoveryData = prev.RecoveryPoint, prev.RecoveryData
+		l.label, l.createdMS = prev.Label, prev.CreatedMS
+	}
+	if notRepl != nil {
+		// Nothing has run yet: give the key back rather than run on a claim
+		// a failover could forget.
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Lease)
+		defer cancel()
+		_ = l.Release(ctx)
+		return nil, notRepl
+	}
+	st := Claimed
+	if l.Attempt > 1 {
+		st = TookOver
+	}
+	return &Claim{Status: st, Lease: l}, nil
 }
 
-// decodeOK maps the 1/0 reply of complete, release, extend and checkpoint.
-func decodeOK(script string, reply any, err error) error {
+// owned maps the reply of complete, release, extend and checkpoint: nil
+// when the lease owned the record, else ErrLeaseLost.
+func owned(script string, reply any, err error) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", script, err)
 	}
-	switch reply {
-	case int64(1):
-		return nil
-	case int64(0):
+	owns, ok := record.DecodeOwned(reply)
+	switch {
+	case !ok:
+		return unexpected(script, reply)
+	case !owns:
 		return ErrLeaseLost
 	}
-	return unexpected(script, reply)
+	return nil
 }
 
-// decodeReplicated is decodeOK for a write that waited for replicas: the
+// ownedReplicated is owned for a write that waited for replicas: the
 // script's own answer comes first, then the replicas'.
-func decodeReplicated(script string, reply any, err error) error {
+func ownedReplicated(script string, reply any, err error) error {
 	var rerr *ReplicationError
 	if errors.As(err, &rerr) {
-		if derr := decodeOK(script, reply, nil); derr != nil {
+		if derr := owned(script, reply, nil); derr != nil {
 			return derr
 		}
 		return rerr
 	}
-	return decodeOK(script, reply, err)
+	return owned(script, reply, err)
 }
 
-// decodeRecord maps lookup.lua's reply to a Record.
-func decodeRecord(reply any) (*Record, error) {
-	r, ok := reply.([]any)
-	if !ok || len(r) != 3 {
+// found maps lookup.lua's reply to a Record.
+func found(reply any) (*Record, error) {
+	f, ok := record.DecodeLookup(reply)
+	switch {
+	case !ok:
 		return nil, unexpected("lookup", reply)
-	}
-	ttl, ok1 := r[0].(int64)
-	typ, ok2 := r[1].(string)
-	v, ok3 := r[2].(string)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, unexpected("lookup", reply)
-	}
-	switch typ {
-	case "none":
+	case f.Type == "none":
 		return nil, ErrNotFound
-	case "hash":
-		return nil, fmt.Errorf("%w: the record is in the format of idemkey before 0.2; it expires in %v", errLegacy, pttl(ttl))
+	case f.Type == "hash":
+		return nil, fmt.Errorf("%w: the record is in the format of idemkey before 0.2; it expires in %v", errLegacy, f.TTL)
 	}
-	var fp string
-	if len(v) >= offFP+fpLen {
-		fp = v[offFP : offFP+fpLen]
-	}
-	rec := &Record{TTL: pttl(ttl), Fingerprint: fp}
-	if st, _, ok := parseStarted(v); ok {
-		rec.State, rec.Attempt, rec.Label = Started, st.attempt, st.label
-		rec.RecoveryPoint, rec.RecoveryData = st.recoveryPoint, st.recoveryData
-		rec.CreatedAt = time.UnixMilli(st.createdMS)
-		if v[1] != flagReleased {
-			thr, _ := threshold(v)
-			rec.LeaseTTL = pttl(ttl - thr)
-		}
+	rec := &Record{TTL: f.TTL, Fingerprint: f.Fingerprint, LeaseTTL: f.LeaseTTL}
+	if f.Completed {
+		rec.State, rec.Attempt = Completed, f.Attempt
+		rec.Response = &Response{Code: f.Code, Body: []byte(f.Body)}
 		return rec, nil
 	}
-	if att, code, body, ok := parseCompleted(v); ok {
-		rec.State, rec.Attempt = Completed, att
-		rec.Response = &Response{Code: code, Body: []byte(body)}
-		return rec, nil
-	}
-	return nil, unexpected("lookup", reply)
+	st := f.Started
+	rec.State, rec.Attempt, rec.Label = Started, st.Attempt, st.Label
+	rec.RecoveryPoint, rec.RecoveryData = st.RecoveryPoint, st.RecoveryData
+	rec.CreatedAt = time.UnixMilli(st.CreatedMS)
+	return rec, nil
 }
 
-// pttl turns a PTTL reply into a duration; "no key" and "no expiry" become 0.
-func pttl(ms int64) time.Duration {
-	return time.Duration(max(ms, 0)) * time.Millisecond
-}
-
+// unexpected is ErrUnexpectedReply for script's reply.
 func unexpected(script string, reply any) error {
 	s := fmt.Sprintf("%#v", reply)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
 	return fmt.Errorf("%w from %s: %s", ErrUnexpectedReply, script, s)
+}
+
+// checkResults maps the deployment checks' results.
+func checkResults(rs []check.Result) []CheckResult {
+	out := make([]CheckResult, len(rs))
+	for i, r := range rs {
+		out[i] = CheckResult{Name: r.Name, Status: CheckStatus(r.Status), Message: r.Message}
+	}
+	return out
 }

@@ -4,9 +4,6 @@ import (
 	"container/list"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,26 +14,21 @@ import (
 
 	"github.com/idemkey/idemkey/lua"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
+	"github.com/idemkey/idemkey/redisstore/internal/script"
 )
 
+// The scripts; those that wait for replicas (Options.Replicas) are the
+// writes a failover must not lose.
 var (
-	claimScript      = redis.NewScript(lua.Claim)
-	legacyScript     = redis.NewScript(lua.Legacy)
-	completeScript   = redis.NewScript(lua.Complete)
-	releaseScript    = redis.NewScript(lua.Release)
-	extendScript     = redis.NewScript(lua.Extend)
-	checkpointScript = redis.NewScript(lua.Checkpoint)
-	lookupScript     = redis.NewScript(lua.Lookup)
-	watchScript      = redis.NewScript(lua.Watch)
-
-	// scriptNames names the scripts for the observer.
-	scriptNames = map[*redis.Script]string{claimScript: "claim", legacyScript: "legacy", completeScript: "complete",
-		releaseScript: "release", extendScript: "extend", checkpointScript: "checkpoint", lookupScript: "lookup", watchScript: "watch"}
-
-	// sources maps the scripts that run with WAIT (Options.Replicas), the
-	// writes a failover must not lose, to their source.
-	sources = map[*redis.Script]string{claimScript: lua.Claim, legacyScript: lua.Legacy,
-		completeScript: lua.Complete, checkpointScript: lua.Checkpoint}
+	claimScript      = script.New("claim", lua.Claim, true)
+	legacyScript     = script.New("legacy", lua.Legacy, true)
+	completeScript   = script.New("complete", lua.Complete, true)
+	releaseScript    = script.New("release", lua.Release, false)
+	extendScript     = script.New("extend", lua.Extend, false)
+	checkpointScript = script.New("checkpoint", lua.Checkpoint, true)
+	lookupScript     = script.New("lookup", lua.Lookup, false)
+	watchScript      = script.New("watch", lua.Watch, false)
 )
 
 // MaxFieldLen is the longest Request.Key, Scope, Fingerprint or Label the
@@ -59,7 +51,7 @@ type Options struct {
 
 	// TombstoneRetention keeps, for this long after Retention, a tombstone of
 	// each completed record: its fingerprint, status code and attempt count,
-	// in about 90 bytes of Redis memory. A retry that comes after the outcome
+	// packed in one small integer key. A retry that comes after the outcome
 	// expired but within the tombstone gets *ExpiredError (the HTTP
 	// middleware answers the original status with a response-expired
 	// problem) instead of running the operation again; another fingerprint
@@ -131,25 +123,18 @@ type Options struct {
 // Store claims, completes and replays idempotency records in Redis. It is
 // safe for concurrent use; create one per Redis deployment and share it.
 type Store struct {
-	client         redis.Scripter
-	bounded        bool // the client ends calls at their context's deadline
-	prefix         string
-	lease          time.Duration
-	retention      time.Duration
-	tombstone      time.Duration
-	heartbeat      time.Duration
-	maxDuration    time.Duration
-	replicas       int
-	replicaTimeout time.Duration
-	retentionMS    string
-	thresholdMS    string // retention - lease: a started record's PTTL stays above it while its lease is held
-	tombstoneMS    string
-	retentionArg   any // retentionMS, boxed once
-	obs            observe.Observer
-	noCollapse     bool
-	flights        flights
-	cache          *replayCache // nil without Options.ReplayCacheBytes
-	wake           *waker       // nil when the client cannot subscribe
+	client redis.Scripter
+	opts   Options // defaults filled in: the one place of every option
+	runner *script.Runner
+
+	// Derived from opts once, in the form the scripts take.
+	thresholdMS  string // retention - lease: a started record's PTTL stays above it while its lease is held
+	retentionArg any    // the retention in ms
+	tombstoneArg any    // retention + tombstone retention in ms: a tombstone's TTL
+
+	flights flights
+	cache   *replayCache // nil without Options.ReplayCacheBytes
+	wake    *waker       // nil when the client cannot subscribe
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -200,74 +185,33 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	case opts.Replicas < 0 || opts.ReplicaTimeout < 0:
 		return nil, fmt.Errorf("redisstore: negative replicas %d or replica timeout %v", opts.Replicas, opts.ReplicaTimeout)
 	}
-	if opts.Replicas > 0 {
-		switch client.(type) {
-		case *redis.Client, *redis.ClusterClient:
-		default:
-			return nil, fmt.Errorf("redisstore: Replicas needs a *redis.Client or *redis.ClusterClient, not %T", client)
-		}
+	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
+		NotReplicated: notReplicated, Observer: opts.Observer})
+	if err != nil {
+		return nil, err
 	}
 	if opts.ReplayCacheBytes < 0 {
 		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
 	}
-	var cache *replayCache
+	s := &Store{
+		client:       client,
+		opts:         opts,
+		runner:       run,
+		thresholdMS:  strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
+		retentionArg: strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		tombstoneArg: strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
+	}
 	if opts.ReplayCacheBytes > 0 {
-		cache = &replayCache{max: opts.ReplayCacheBytes, order: list.New(), m: map[string]*list.Element{}}
+		s.cache = &replayCache{max: opts.ReplayCacheBytes, order: list.New(), m: map[string]*list.Element{}}
 	}
-	var wake *waker
 	if sub, ok := client.(subscriber); ok {
-		wake = &waker{client: sub}
+		s.wake = &waker{client: sub}
 	}
-	return &Store{
-		wake:           wake,
-		cache:          cache,
-		noCollapse:     opts.NoCollapse,
-		client:         client,
-		bounded:        honoursDeadlines(client),
-		prefix:         opts.Prefix,
-		lease:          opts.Lease,
-		retention:      opts.Retention,
-		tombstone:      opts.TombstoneRetention,
-		heartbeat:      opts.Heartbeat,
-		maxDuration:    opts.MaxDuration,
-		replicas:       opts.Replicas,
-		replicaTimeout: opts.ReplicaTimeout,
-		retentionMS:    strconv.FormatInt(opts.Retention.Milliseconds(), 10),
-		thresholdMS:    strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
-		tombstoneMS:    strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
-		retentionArg:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
-		obs:            opts.Observer,
-	}, nil
-}
-
-// honoursDeadlines reports whether client ends a call at its context's
-// deadline by itself.
-func honoursDeadlines(client redis.Scripter) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
+	return s, nil
 }
 
 // Options returns the options the store runs with, defaults filled in.
-func (s *Store) Options() Options {
-	return Options{Prefix: s.prefix, Retention: s.retention, TombstoneRetention: s.tombstone, Lease: s.lease,
-		Heartbeat: s.heartbeat, MaxDuration: s.maxDuration, Replicas: s.replicas, ReplicaTimeout: s.replicaTimeout,
-		Observer: s.obs, NoCollapse: s.noCollapse, ReplayCacheBytes: s.cacheBytes()}
-}
-
-func (s *Store) cacheBytes() int {
-	if s.cache == nil {
-		return 0
-	}
-	return s.cache.max
-}
-
-// Observer returns Options.Observer, for the middleware built on the store.
-func (s *Store) Observer() observe.Observer { return s.obs }
+func (s *Store) Options() Options { return s.opts }
 
 // Request names one operation: who asks, which logical operation, and what
 // exactly it asks for.
@@ -310,7 +254,7 @@ func (r *Request) validate() error {
 type Status int
 
 // The outcomes of a successful claim. The Lua reply codes they come from are
-// in reply.go.
+// in internal/record/reply.go.
 const (
 	// Claimed: the key was free. Run the operation with Claim.Lease.
 	Claimed Status = iota + 1
@@ -376,7 +320,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if c, ok := s.cached(l); ok {
 		return c, nil
 	}
-	if s.noCollapse {
+	if s.opts.NoCollapse {
 		return s.claim(ctx, l)
 	}
 	return s.collapse(ctx, l)
@@ -385,148 +329,44 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 // newLease returns the lease a claim of req would hold.
 func (s *Store) newLease(req Request) *Lease {
 	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
-		fp: storedFingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli()}
+		fp: record.Fingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli()}
 	l.tokenArg = l.token
 	return l
 }
 
-// claim claims l's key in Redis.
+// claim claims l's key in Redis: claim.lua, and legacy.lua for a record in
+// the previous format.
 func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
-	keys := l.keys.one
-	if s.tombstone > 0 {
-		keys = []string{l.keys.record(), l.keys.tombstone()}
+	keys := l.keys.One
+	if s.opts.TombstoneRetention > 0 {
+		keys = []string{l.keys.Record(), l.keys.Tombstone()}
 	}
-	rec := appendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, s.thresholdMS, &started{attempt: 1, label: l.label, createdMS: l.createdMS})
+	rec := record.AppendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, s.thresholdMS,
+		&record.Started{Attempt: 1, Label: l.label, CreatedMS: l.createdMS})
 	args := []any{rec, s.retentionArg}
 	if s.cache != nil {
 		args = append(args, "ttl") // a replay says how long the record lives, for the cache
 	}
 	start := time.Now()
-	reply, err := s.call(ctx, l, claimScript, keys, args...)
-	c, err := s.decodeClaimReply(l, reply, err, start)
+	reply, err := s.call(ctx, l.handBack, claimScript, keys, args...)
+	c, err := s.claimed(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, l, legacyScript, []string{l.keys.record(), l.keys.legacyLease()}, rec, s.retentionArg, l.req.Fingerprint)
-		c, err = s.decodeClaimReply(l, reply, err, start)
+		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, rec, s.retentionArg, l.req.Fingerprint)
+		c, err = s.claimed(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
-			reply, err = s.call(ctx, l, claimScript, keys, args...)
-			c, err = s.decodeClaimReply(l, reply, err, start)
+			reply, err = s.call(ctx, l.handBack, claimScript, keys, args...)
+			c, err = s.claimed(l, reply, err, start)
 		}
 	}
 	return c, err
 }
 
-// decodeClaimReply turns a claim's reply into a Claim, and gives the key
-// back when the claim may have taken effect but cannot be used.
-func (s *Store) decodeClaimReply(l *Lease, reply any, err error, sent time.Time) (*Claim, error) {
-	var notReplicated error
-	switch {
-	case errors.Is(err, ErrNotReplicated):
-		notReplicated = err
-	case err != nil && reply != nil:
-		// The script ran but the WAIT after it failed: the claim is held and
-		// cannot be trusted. Give it back.
-		l.handBack()
-		return nil, fmt.Errorf("redisstore: claim: %w", err)
-	case err != nil:
-		return nil, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	r, err := decodeClaim(reply)
-	if err != nil {
-		return nil, err
-	}
-	switch r.code {
-	case replyReplay, replyLegacyReplay:
-		resp := Response{Code: r.status, Body: r.body}
-		if r.ttl > 0 {
-			s.remember(l, resp, sent.Add(r.ttl))
-		}
-		return &Claim{Status: Replayed, Response: resp}, nil
-	case replyInProgress:
-		return nil, &InProgressError{LeaseLeft: r.leaseLeft}
-	case replyMismatch:
-		return nil, ErrMismatch
-	case replyExpired:
-		return nil, &ExpiredError{Code: r.status, Attempts: r.attempt}
-	case replyLegacy:
-		return nil, errLegacy
-	}
-	l.Attempt = r.attempt
-	l.signed(sent)
-	if r.record != "" {
-		prev, _, _ := parseStarted(r.record)
-		l.RecoveryPoint, l.RecoveryData = prev.recoveryPoint, prev.recoveryData
-		l.label, l.createdMS = prev.label, prev.createdMS
-	}
-	if notReplicated != nil {
-		// Nothing has run yet: give the key back rather than run on a claim
-		// a failover could forget.
-		ctx, cancel := context.WithTimeout(context.Background(), s.lease)
-		defer cancel()
-		_ = l.Release(ctx)
-		return nil, notReplicated
-	}
-	st := Claimed
-	if l.Attempt > 1 {
-		st = TookOver
-	}
-	return &Claim{Status: st, Lease: l}, nil
-}
-
-// call runs script on keys within ctx. A client that does not end calls at
-// their deadline runs them on another goroutine, which the store stops
-// waiting for when ctx ends. handBack, if set, is a claim's lease, handed
-// back when the call failed without an answer from Redis (so that Redis may
-// have run it): at once, or when a call that was given up on gets its
-// answer.
-func (s *Store) call(ctx context.Context, handBack *Lease, script *redis.Script, keys []string, args ...any) (any, error) {
-	if s.obs == nil {
-		return s.callBounded(ctx, handBack, script, keys, args)
-	}
-	start := time.Now()
-	reply, err := s.callBounded(ctx, handBack, script, keys, args)
-	s.obs.Redis(ctx, &observe.Call{Script: scriptNames[script], Start: start, Duration: time.Since(start), Err: err})
-	return reply, err
-}
-
-// callBounded is call, without the observer.
-func (s *Store) callBounded(ctx context.Context, handBack *Lease, script *redis.Script, keys []string, args []any) (any, error) {
-	if s.bounded {
-		reply, err := s.eval(ctx, script, keys, args...)
-		if err != nil && reply == nil && handBack != nil && !isRedisReply(err) {
-			handBack.handBack()
-		}
-		return reply, err
-	}
-	type result struct {
-		reply any
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		reply, err := s.eval(ctx, script, keys, args...)
-		done <- result{reply, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil && r.reply == nil && handBack != nil && !isRedisReply(r.err) {
-			handBack.handBack()
-		}
-		return r.reply, r.err
-	case <-ctx.Done():
-		select {
-		case r := <-done:
-			return r.reply, r.err
-		default:
-		}
-		if handBack != nil {
-			go func() {
-				if r := <-done; r.err == nil || !isRedisReply(r.err) {
-					handBack.handBack()
-				}
-			}()
-		}
-		return nil, context.Cause(ctx)
-	}
+// call runs script on keys within ctx (see script.Runner.Run). lost, if not
+// nil, is called when the call failed without an answer from Redis, so
+// that Redis may have run it: at once, or when a call given up on at ctx's
+// end ends.
+func (s *Store) call(ctx context.Context, lost func(), sc *script.Script, keys []string, args ...any) (any, error) {
+	return s.runner.Run(ctx, sc, keys, lost, args...)
 }
 
 // State is the state of a record.
@@ -570,12 +410,11 @@ type Record struct {
 // Lookup reads the record for scope and key, for inspection and tests. It
 // changes nothing. It returns ErrNotFound when there is no record.
 func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) {
-	keys := s.keys(scope, key)
-	reply, err := s.call(ctx, nil, lookupScript, keys.one)
+	reply, err := s.call(ctx, nil, lookupScript, s.keys(scope, key).One)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lookup: %w", err)
 	}
-	rec, err := decodeRecord(reply)
+	rec, err := found(reply)
 	if err != nil {
 		return nil, err
 	}
@@ -583,52 +422,12 @@ func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) 
 	return rec, nil
 }
 
-// recordKeys names the keys of one record: s is "<prefix>{<tag>}:lease",
-// the record is s[:n]; one is []string{the record}, the KEYS of most
-// scripts, made once per lease.
-type recordKeys struct {
-	s   string
-	n   int
-	one []string
-}
-
-func (k recordKeys) record() string { return k.s[:k.n] }
-
-// legacyLease is the lease key of a record in the previous format.
-func (k recordKeys) legacyLease() string { return k.s }
-
-// channel is the record's wake-up channel.
-func (k recordKeys) channel() string { return k.s[:k.n] + ":w" }
-
-// tombstone is the key of the record's tombstone.
-func (k recordKeys) tombstone() string { return k.s[:k.n] + ":t" }
-
 // keys returns the key names for scope and key.
-func (s *Store) keys(scope, key string) recordKeys {
-	var stack [256]byte
-	b := binary.AppendUvarint(stack[:0], uint64(len(scope)))
-	b = append(append(b, scope...), key...)
-	sum := sha256.Sum256(b)
-
-	const lease = ":lease"
-	n := len(s.prefix) + 1 + 22 + 1
-	var kstack [128]byte
-	buf := kstack[:0]
-	if n+len(lease) > len(kstack) {
-		buf = make([]byte, 0, n+len(lease))
-	}
-	buf = append(buf, s.prefix...)
-	buf = append(buf, '{')
-	buf = base64.RawURLEncoding.AppendEncode(buf, sum[:16])
-	buf = append(buf, '}')
-	buf = append(buf, lease...)
-	all := string(buf)
-	return recordKeys{s: all, n: n, one: []string{all[:n]}}
-}
+func (s *Store) keys(scope, key string) record.Keys { return record.NewKeys(s.opts.Prefix, scope, key) }
 
 // newToken returns a fencing token: 8 random bytes.
 func newToken() string {
-	var b [tokenLen]byte
+	var b [record.TokenLen]byte
 	_, _ = rand.Read(b[:]) // never fails on supported platforms
 	return string(b[:])
 }

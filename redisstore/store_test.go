@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
 // backend is a Redis the conformance suite runs against.
@@ -26,12 +27,13 @@ type backend struct {
 	mr        *miniredis.Miniredis // nil for a real redis-server
 }
 
-// expire makes the lease of req lapse: miniredis ages its TTLs, a real server
-// is polled until the lease key is gone.
+// expireLease makes the lease of req lapse: on miniredis by aging its TTLs
+// past the lease (the lease lives in the record's TTL), on a real server by
+// polling Lookup until the record shows no lease left.
 func (b backend) expireLease(t *testing.T, s *Store, req Request) {
 	t.Helper()
 	if b.mr != nil {
-		b.mr.FastForward(s.lease + time.Millisecond)
+		b.mr.FastForward(s.opts.Lease + time.Millisecond)
 		return
 	}
 	require.Eventually(t, func() bool {
@@ -45,7 +47,7 @@ func (b backend) expireLease(t *testing.T, s *Store, req Request) {
 func (b backend) expireRecord(t *testing.T, s *Store, req Request) {
 	t.Helper()
 	if b.mr != nil {
-		b.mr.FastForward(s.retention + time.Millisecond)
+		b.mr.FastForward(s.opts.Retention + time.Millisecond)
 		return
 	}
 	require.Eventually(t, func() bool {
@@ -339,11 +341,11 @@ func testStore(t *testing.T, b backend) {
 		require.NoError(t, err)
 		require.NoError(t, c.Lease.Checkpoint(ctx, "p", []byte("x")))
 		keys := s.keys(req.Scope, req.Key)
-		ttl, err := b.client.PTTL(ctx, keys.record()).Result()
+		ttl, err := b.client.PTTL(ctx, keys.Record()).Result()
 		require.NoError(t, err)
 		require.Positive(t, ttl, "the record has no TTL")
 		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200, Body: []byte("done")}))
-		n, err := b.client.Exists(ctx, keys.legacyLease(), keys.tombstone()).Result()
+		n, err := b.client.Exists(ctx, keys.LegacyLease(), keys.Tombstone()).Result()
 		require.NoError(t, err)
 		require.Zero(t, n, "a record is one key")
 		rec, err := s.Lookup(ctx, req.Scope, req.Key)
@@ -373,7 +375,7 @@ func testStore(t *testing.T, b backend) {
 		require.Equal(t, req.Scope, rec.Scope)
 		require.Equal(t, req.Key, rec.Key)
 		require.Equal(t, req.Label, rec.Label)
-		fp := storedFingerprint(req.Fingerprint)
+		fp := record.Fingerprint(req.Fingerprint)
 		require.Equal(t, string(fp[:]), rec.Fingerprint)
 		require.Equal(t, 1, rec.Attempt)
 		require.Positive(t, rec.LeaseTTL)
@@ -440,7 +442,7 @@ func testStore(t *testing.T, b backend) {
 func steal(t *testing.T, client redis.UniversalClient, l *Lease) {
 	t.Helper()
 	ctx := context.Background()
-	v, err := client.Get(ctx, l.keys.record()).Result()
+	v, err := client.Get(ctx, l.keys.Record()).Result()
 	require.NoError(t, err)
-	require.NoError(t, client.SetArgs(ctx, l.keys.record(), v[:offToken]+"someone!"+v[offStartedTail:], redis.SetArgs{KeepTTL: true}).Err())
+	require.NoError(t, client.SetArgs(ctx, l.keys.Record(), v[:record.OffToken]+"someone!"+v[record.OffStartedTail:], redis.SetArgs{KeepTTL: true}).Err())
 }

@@ -52,7 +52,8 @@ func New(store *redisstore.Store, opts Config) *Guard {
 	for _, k := range o.OmitHeaders {
 		omit[k] = true
 	}
-	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: store.Observer(), lease: store.Options().Lease}
+	so := store.Options()
+	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease}
 }
 
 // Logger returns the logger the handler reports to.

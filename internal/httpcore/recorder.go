@@ -268,6 +268,9 @@ func (rec *Recorder) omitted(k string) bool {
 	return false
 }
 
+// equal reports whether a header's values a and b are the same, with a
+// header that was never set (a == nil) equal to nothing: storedHeader drops
+// only headers outer middleware set before the handler ran.
 func equal(a, b []string) bool {
 	if len(a) != len(b) || a == nil {
 		return false

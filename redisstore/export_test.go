@@ -1,0 +1,10 @@
+package redisstore
+
+// Test-only helpers on the package's internals.
+
+// keepAlive runs the lease's heartbeat alone, as Supervise does but with
+// neither a context to cancel nor MaxDuration: onLost, if not nil, is
+// called once, from the heartbeat's goroutine, when the lease is lost
+// (ErrLeaseLost from Redis, or no beat through before the lease ran out),
+// and the heartbeat stops. stop ends it.
+func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.heartbeat(nil, onLost).stop }

@@ -1,0 +1,54 @@
+package record
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+)
+
+// Keys names the keys of one record: s is "<prefix>{<tag>}:lease", the
+// record is s[:n]. Every key shares the record's hash tag, so every script
+// on a record touches one cluster slot.
+type Keys struct {
+	s string
+	n int
+	// One is []string{the record}, the KEYS of most scripts, made once.
+	One []string
+}
+
+// NewKeys returns the key names of the record of scope and key under
+// prefix: tag = base64url(first 16 bytes of SHA-256(uvarint(len(scope)) ||
+// scope || key)), so that no byte a client sends shapes a key name.
+func NewKeys(prefix, scope, key string) Keys {
+	var stack [256]byte
+	b := binary.AppendUvarint(stack[:0], uint64(len(scope)))
+	b = append(append(b, scope...), key...)
+	sum := sha256.Sum256(b)
+
+	const lease = ":lease"
+	n := len(prefix) + 1 + 22 + 1
+	var kstack [128]byte
+	buf := kstack[:0]
+	if n+len(lease) > len(kstack) {
+		buf = make([]byte, 0, n+len(lease))
+	}
+	buf = append(buf, prefix...)
+	buf = append(buf, '{')
+	buf = base64.RawURLEncoding.AppendEncode(buf, sum[:16])
+	buf = append(buf, '}')
+	buf = append(buf, lease...)
+	all := string(buf)
+	return Keys{s: all, n: n, One: []string{all[:n]}}
+}
+
+// Record is the record's key: <prefix>{<tag>}.
+func (k Keys) Record() string { return k.s[:k.n] }
+
+// LegacyLease is the lease key of a record in the previous format.
+func (k Keys) LegacyLease() string { return k.s }
+
+// Channel is the record's wake-up channel (pub/sub, not a key).
+func (k Keys) Channel() string { return k.s[:k.n] + ":w" }
+
+// Tombstone is the key of the record's tombstone.
+func (k Keys) Tombstone() string { return k.s[:k.n] + ":t" }

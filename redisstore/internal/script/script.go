@@ -1,0 +1,181 @@
+// Package script runs one of idemkey's Lua scripts on Redis: EVALSHA with
+// the EVAL fallback, bounded by the call's deadline, with WAIT for replicas
+// on the same connection (following MOVED, ASK and TRYAGAIN on a cluster),
+// timed for the observer, and with a hook for a call whose answer was lost.
+//
+// It knows nothing of package redisstore: it takes plain values and
+// callbacks and returns Redis's replies and errors as they are, and
+// redisstore reads them.
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkey/idemkey/observe"
+)
+
+// Script is one Lua script of the store.
+type Script struct {
+	*redis.Script
+	// Name names it for the observer: "claim", "complete", ...
+	Name string
+	// Source is its Lua source, for EVAL on a node that lacks it.
+	Source string
+	// Waits marks a write a failover must not lose: it runs with WAIT when
+	// the Runner has Replicas.
+	Waits bool
+}
+
+// New returns the script of src.
+func New(name, src string, waits bool) *Script {
+	return &Script{Script: redis.NewScript(src), Name: name, Source: src, Waits: waits}
+}
+
+// Config configures a Runner.
+type Config struct {
+	// Client runs the scripts.
+	Client redis.Scripter
+	// Replicas is how many replicas must acknowledge each script that
+	// Waits (WAIT); 0 for none. It needs a *redis.Client or a
+	// *redis.ClusterClient.
+	Replicas int
+	// ReplicaTimeout bounds each WAIT, in whole milliseconds.
+	ReplicaTimeout time.Duration
+	// NotReplicated makes the error for a write that fewer replicas than
+	// Replicas acknowledged; it must not be nil when Replicas is set.
+	NotReplicated func(acked, want int) error
+	// Observer, if not nil, is told of every call.
+	Observer observe.Observer
+}
+
+// Runner runs scripts. It is safe for concurrent use.
+type Runner struct {
+	c       Config
+	bounded bool // the client ends calls at their context's deadline
+}
+
+// NewRunner returns a Runner for c, or an error if c.Replicas is set on a
+// client that cannot send WAIT on the connection that ran the script.
+func NewRunner(c Config) (*Runner, error) {
+	if c.Replicas > 0 {
+		switch c.Client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("redisstore: Replicas needs a *redis.Client or *redis.ClusterClient, not %T", c.Client)
+		}
+	}
+	return &Runner{c: c, bounded: honoursDeadlines(c.Client)}, nil
+}
+
+// honoursDeadlines reports whether client ends a call at its context's
+// deadline by itself.
+func honoursDeadlines(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Run runs sc on keys with args, and returns Redis's reply and error. It
+// returns by ctx's end: a client that does not end calls at their deadline
+// runs them on another goroutine, which Run stops waiting for when ctx ends
+// (returning context.Cause(ctx)). When sc Waits and the Runner has
+// Replicas, a reply comes with an error if WAIT failed, or with the
+// NotReplicated error if too few replicas acknowledged it.
+//
+// lost, if not nil, is called when Redis may have run sc but its answer did
+// not reach the caller: at once, before Run returns, when the call failed
+// without a final reply from Redis (see IsFinal); or, for a call Run stopped
+// waiting for, from another goroutine once the call ends other than with a
+// final error reply. It is not called when the script's reply came back
+// (with a WAIT error or not): the caller decides then.
+func (r *Runner) Run(ctx context.Context, sc *Script, keys []string, lost func(), args ...any) (any, error) {
+	if r.c.Observer == nil {
+		return r.bound(ctx, sc, keys, lost, args)
+	}
+	start := time.Now()
+	reply, err := r.bound(ctx, sc, keys, lost, args)
+	r.c.Observer.Redis(ctx, &observe.Call{Script: sc.Name, Start: start, Duration: time.Since(start), Err: err})
+	return reply, err
+}
+
+// bound is Run without the observer.
+func (r *Runner) bound(ctx context.Context, sc *Script, keys []string, lost func(), args []any) (any, error) {
+	if r.bounded {
+		reply, err := r.eval(ctx, sc, keys, args)
+		if err != nil && reply == nil && lost != nil && !IsFinal(err) {
+			lost()
+		}
+		return reply, err
+	}
+	type result struct {
+		reply any
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, err := r.eval(ctx, sc, keys, args)
+		done <- result{reply, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil && res.reply == nil && lost != nil && !IsFinal(res.err) {
+			lost()
+		}
+		return res.reply, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-done:
+			return res.reply, res.err
+		default:
+		}
+		if lost != nil {
+			go func() {
+				if res := <-done; res.err == nil || !IsFinal(res.err) {
+					lost()
+				}
+			}()
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+// eval runs sc on keys, with WAIT when sc Waits and the Runner has Replicas.
+func (r *Runner) eval(ctx context.Context, sc *Script, keys []string, args []any) (any, error) {
+	if r.c.Replicas == 0 || !sc.Waits {
+		return sc.Run(ctx, r.c.Client, keys, args...).Result()
+	}
+	switch c := r.c.Client.(type) {
+	case *redis.ClusterClient:
+		return r.evalCluster(ctx, c, sc, keys, args)
+	case *redis.Client:
+		return r.evalWait(ctx, c, false, sc, keys, args)
+	}
+	return nil, fmt.Errorf("redisstore: Replicas needs a *redis.Client or *redis.ClusterClient, not %T", r.c.Client)
+}
+
+// IsFinal reports whether err is a final error reply from Redis
+// (WRONGTYPE, a script error): Redis was reached and trying again cannot
+// help. Replies that say "not now" (loading after a restart, cluster down,
+// failing over, a slot moved or migrating) are not final, nor are
+// failures to reach Redis in time.
+func IsFinal(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	for _, p := range [...]string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "MASTERDOWN", "READONLY", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return false
+		}
+	}
+	return true
+}
