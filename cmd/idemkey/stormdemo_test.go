@@ -63,13 +63,18 @@ func TestDemoStormReportInChromium(t *testing.T) {
 	chromium := findChromium(t)
 	file := filepath.Join(t.TempDir(), "storm.html")
 	var stdout, stderr bytes.Buffer
-	code, rep := stormDemo(t.Context(), stormDemoConfig{rate: 40, duration: 5 * time.Second, latency: 5 * time.Millisecond,
-		slowAt: 1500 * time.Millisecond, slowFor: 1500 * time.Millisecond, slowLatency: time.Second,
-		attemptTimeout: 300 * time.Millisecond, retries: 10, report: file}, &stdout, &stderr)
+	// Timeouts far above what a payment takes outside the slow window,
+	// even in a race build on a busy machine (a storm that makes the
+	// server slower than the clients' patience outside it collapses, as
+	// storms do; that is not what this test is about), and far below the
+	// slow provider's latency.
+	code, rep := stormDemo(t.Context(), stormDemoConfig{rate: 20, duration: 5 * time.Second, latency: 5 * time.Millisecond,
+		slowAt: 1500 * time.Millisecond, slowFor: 1500 * time.Millisecond, slowLatency: 2500 * time.Millisecond,
+		attemptTimeout: time.Second, retries: 10, report: file}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	require.NotNil(t, rep)
 	require.Equal(t, storm.VerdictPass, rep.Verdict())
-	require.Contains(t, stdout.String(), "exactly once: PASS (200 payments, 200 charges;")
+	require.Contains(t, stdout.String(), "exactly once: PASS (100 payments, 100 charges;")
 	require.Greater(t, rep.Load.Amplification, 1.0, "the slow provider made retries")
 	require.Positive(t, rep.Timeouts)
 
