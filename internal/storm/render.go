@@ -461,7 +461,7 @@ func (j *jsonReport) addLoad(r *Report, ld *Load) {
 	j.AttemptLatencyMS, j.StartLagMS = lat(ld.AttemptLatency), lat(ld.StartLag)
 	ths := []jsonThreshold{}
 	for _, t := range r.Thresholds {
-		ths = append(ths, jsonThreshold{Name: t.Name, Limit: t.Limit, Value: t.Value, Unit: t.Unit, OK: t.OK})
+		ths = append(ths, jsonThreshold(t))
 	}
 	j.Thresholds = &ths
 	timeline := make([]jsonSecond, 0, len(ld.Timeline))
