@@ -82,14 +82,29 @@ func RunStormGen(ctx context.Context, url string, rate float64, d time.Duration)
 // its own (status, start, latency, into slices sorted once at the end),
 // not into vegeta's Metrics or an encoder: vegeta's side of the
 // comparison does the least work it can.
-func RunVegetaGen(ctx context.Context, url string, rate float64, d time.Duration) (GenResult, error) {
+//
+// With noBind, vegeta sends through a client of the bench's own (net/http's
+// defaults, keep-alive connections for 10,000 workers) instead of its
+// default dialer, which binds every new connection to its local address
+// (-laddr, 0.0.0.0): once vegeta falls behind it dials a connection per new
+// worker, and on a machine with many sockets that bind() is most of its
+// CPU (RESULTS.md).
+func RunVegetaGen(ctx context.Context, url string, rate float64, d time.Duration, noBind bool) (GenResult, error) {
 	hdr := http.Header{"Content-Type": {"application/json"}}
 	targeter := func(t *vegeta.Target) error {
 		*t = vegeta.Target{Method: http.MethodPost, URL: url, Body: []byte(GenBody), Header: hdr.Clone()}
 		t.Header.Set(idemclient.HeaderKey, idemclient.NewKey())
 		return nil
 	}
-	atk := vegeta.NewAttacker(vegeta.Timeout(30 * time.Second))
+	opts := []func(*vegeta.Attacker){vegeta.Timeout(30 * time.Second)}
+	name := "vegeta"
+	if noBind {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, vegeta.DefaultConnections
+		opts = append(opts, vegeta.Client(&http.Client{Timeout: 30 * time.Second, Transport: tr}))
+		name = "vegeta-nobind"
+	}
+	atk := vegeta.NewAttacker(opts...)
 	pacer := vegeta.ConstantPacer{Freq: int(rate), Per: time.Second}
 	var lags, lats []time.Duration
 	sent, created := 0, 0
@@ -112,7 +127,7 @@ func RunVegetaGen(ctx context.Context, url string, rate float64, d time.Duration
 	if ctx.Err() != nil {
 		return GenResult{}, ctx.Err()
 	}
-	r := GenResult{Generator: "vegeta", Rate: rate, Duration: d, Sent: sent, Errors: sent - created}
+	r := GenResult{Generator: name, Rate: rate, Duration: d, Sent: sent, Errors: sent - created}
 	if n := len(lags); n > 0 {
 		r.LagP50, r.LagP99 = p(lags, 50), p(lags, 99)
 		r.LatencyP99 = p(lats, 99)

@@ -15,7 +15,8 @@ func TestGenerators(t *testing.T) {
 	require.NoError(t, err)
 	for _, run := range []func() (GenResult, error){
 		func() (GenResult, error) { return RunStormGen(t.Context(), url, 200, 300*time.Millisecond) },
-		func() (GenResult, error) { return RunVegetaGen(t.Context(), url, 200, 300*time.Millisecond) },
+		func() (GenResult, error) { return RunVegetaGen(t.Context(), url, 200, 300*time.Millisecond, false) },
+		func() (GenResult, error) { return RunVegetaGen(t.Context(), url, 200, 300*time.Millisecond, true) },
 	} {
 		r, err := run()
 		require.NoError(t, err)

@@ -8,6 +8,7 @@
 //
 //	go -C bench run ./cmd/stormgen                      # 1,000/s, then rising rates, 3 rounds
 //	go -C bench run ./cmd/stormgen -rates 1000 -rounds 5 -duration 10s
+//	go -C bench run ./cmd/stormgen -vegeta-nobind       # vegeta on a client that does not bind each connection too
 //
 // The figures go to bench/RESULTS.md by hand, under "Load generator".
 package main
@@ -39,6 +40,7 @@ func main() {
 		duration = flag.Duration("duration", 5*time.Second, "how long each run sends")
 		rates    = flag.String("rates", "1000,2000,4000,6000,8000,10000,12000", "parent: target rates, comma separated")
 		rounds   = flag.Int("rounds", 3, "parent: rounds per rate and generator")
+		nobind   = flag.Bool("vegeta-nobind", false, "parent: also run vegeta on a client of its own that does not bind each connection")
 		noPin    = flag.Bool("no-pin", false, "parent: do not pin processes to CPUs")
 		profile  = flag.String("cpuprofile", "", "child: write a CPU profile of the generator run to `file`")
 	)
@@ -59,7 +61,7 @@ func main() {
 		}
 		err = genChild(ctx, *gen, *url, *rate, *duration)
 	default:
-		err = parent(ctx, *rates, *rounds, *duration, !*noPin)
+		err = parent(ctx, *rates, *rounds, *duration, !*noPin, *nobind)
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
@@ -91,8 +93,8 @@ func genChild(ctx context.Context, gen, url string, rate float64, d time.Duratio
 	switch gen {
 	case "storm":
 		res, err = bench.RunStormGen(ctx, url, rate, d)
-	case "vegeta":
-		res, err = bench.RunVegetaGen(ctx, url, rate, d)
+	case "vegeta", "vegeta-nobind":
+		res, err = bench.RunVegetaGen(ctx, url, rate, d, gen == "vegeta-nobind")
 	default:
 		return fmt.Errorf("unknown generator %q", gen)
 	}
@@ -109,7 +111,7 @@ type run struct {
 	maxRSS int64
 }
 
-func parent(ctx context.Context, rateList string, rounds int, d time.Duration, pin bool) error {
+func parent(ctx context.Context, rateList string, rounds int, d time.Duration, pin, nobind bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -162,8 +164,11 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 		runs := map[string][]run{}
 		for round := range rounds {
 			order := []string{"storm", "vegeta"}
+			if nobind {
+				order = append(order, "vegeta-nobind")
+			}
 			if round%2 == 1 {
-				order = []string{"vegeta", "storm"}
+				slices.Reverse(order)
 			}
 			for _, gen := range order {
 				c := command("1", "-gen", gen, "-url", url, "-rate", fmt.Sprint(rate), "-duration", d.String())
@@ -190,6 +195,9 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 		s := median(runs["storm"])
 		s.VegetaCPU = v.CPUPerRequest
 		rows = append(rows, s, v)
+		if nobind {
+			rows = append(rows, median(runs["vegeta-nobind"]))
+		}
 	}
 	fmt.Println(bench.GenTable(rows))
 	return nil
