@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -386,4 +387,37 @@ func TestLoadHTMLReport(t *testing.T) {
 	rep, err := Run(t.Context(), Config{URL: srv.URL, Keys: 1, Dups: 1, Body: []byte(`{"n":99}`)})
 	require.NoError(t, err)
 	require.Error(t, rep.WriteHTML(io.Discard))
+}
+
+// Cancelled mid-run, load mode stops scheduling, abandons the attempts in
+// flight (not counted as errors) and returns the partial report.
+func TestLoadInterrupted(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(started) })
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-started
+		cancel()
+	}()
+	begin := time.Now()
+	rep, err := Run(ctx, Config{URL: srv.URL, Rate: 50, Duration: time.Minute})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, time.Since(begin), 30*time.Second)
+	require.True(t, rep.Interrupted)
+	require.Equal(t, VerdictInconclusive, rep.Verdict())
+	require.NotNil(t, rep.Load)
+	require.Equal(t, 3000, rep.Load.Operations.Scheduled)
+	require.Positive(t, rep.Load.Operations.NotStarted)
+	require.Zero(t, rep.TransportErrors, "abandoned attempts are not transport errors")
 }
