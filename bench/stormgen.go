@@ -24,6 +24,13 @@ import (
 // GenBody is the request body both generators send.
 const GenBody = `{"amount":1250,"currency":"eur"}`
 
+// GenConnections bounds each generator's connections to the handler (storm's
+// MaxInFlight, vegeta's MaxConnections): a generator that falls behind then
+// waits for a connection instead of dialing thousands, which would leave
+// the machine's ephemeral ports in TIME-WAIT for every other process on it
+// (it did, once, unbounded).
+const GenConnections = 512
+
 // GenResult is what one generator run achieved.
 type GenResult struct {
 	// Generator is "storm" or "vegeta".
@@ -84,7 +91,7 @@ func RunStormGen(ctx context.Context, url string, rate float64, d time.Duration)
 // comparison does the least work it can.
 //
 // With noBind, vegeta sends through a client of the bench's own (net/http's
-// defaults, keep-alive connections for 10,000 workers) instead of its
+// defaults, GenConnections keep-alive connections) instead of its
 // default dialer, which binds every new connection to its local address
 // (-laddr, 0.0.0.0): once vegeta falls behind it dials a connection per new
 // worker, and on a machine with many sockets that bind() is most of its
@@ -96,11 +103,11 @@ func RunVegetaGen(ctx context.Context, url string, rate float64, d time.Duration
 		t.Header.Set(idemclient.HeaderKey, idemclient.NewKey())
 		return nil
 	}
-	opts := []func(*vegeta.Attacker){vegeta.Timeout(30 * time.Second)}
+	opts := []func(*vegeta.Attacker){vegeta.Timeout(30 * time.Second), vegeta.MaxConnections(GenConnections)}
 	name := "vegeta"
 	if noBind {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, vegeta.DefaultConnections
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = 0, GenConnections, GenConnections
 		opts = append(opts, vegeta.Client(&http.Client{Timeout: 30 * time.Second, Transport: tr}))
 		name = "vegeta-nobind"
 	}
