@@ -23,6 +23,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/internal/verify"
 )
 
 const usage = `idemkey: retried requests, made safe.
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "inspect":
 		return inspect(ctx, rest, stdout, stderr)
 	case "verify":
-		return verify(ctx, rest, stdout, stderr)
+		return verify.Command(ctx, rest, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, rest, stdout, stderr)
 	case "dict":
