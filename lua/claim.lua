@@ -34,6 +34,8 @@ local att, thr, at = string.match(string.sub(v, 27), '^(%d+):(%d+):()')
 if not at then return {0} end
 local tok = string.sub(ARGV[1], 19, 26)
 if string.sub(v, 19, 26) == tok then return {1, tonumber(att), v} end
+-- The claimer's threshold: its retention minus its lease.
+local nthr = string.match(string.sub(ARGV[1], 27), '^%d+:(%d+):')
 -- A released record (flags 'r') has no owner: take it over at once.
 local flags = string.sub(v, 2, 2)
 if flags ~= 'r' then
@@ -42,8 +44,13 @@ if flags ~= 'r' then
   if ttl > tonumber(thr) then return {3, ttl - tonumber(thr)} end
   -- The lease ran out. If this Redis started less than a lease ago, its owner may only have
   -- been cut off while Redis was down: it gets a lease of Redis's uptime to renew or complete.
-  -- (Uptime counts whole seconds: leases under a second get no such grace.)
+  -- (Uptime counts whole seconds: leases under a second get no such grace.) The owner's lease
+  -- is the claimer's retention minus the record's threshold when both run one retention; never
+  -- longer than the claimer's own lease, and that when it tells nothing: a rolling deploy that
+  -- changed the retention must not stretch the grace to the difference or remove it.
+  local mine = tonumber(ARGV[2]) - tonumber(nthr)
   local lease = tonumber(ARGV[2]) - tonumber(thr)
+  if lease <= 0 or lease > mine then lease = mine end
   if lease >= 1000 then
     local info = redis.pcall('INFO', 'server')
     local up = type(info) == 'string' and tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
@@ -51,7 +58,6 @@ if flags ~= 'r' then
   end
 end
 att = tonumber(att) + 1
-local nthr = string.match(string.sub(ARGV[1], 27), '^%d+:(%d+):')
 if flags == 'r' then flags = '-' end
 redis.call('SET', KEYS[1], 'S' .. flags .. string.sub(v, 3, 18) .. tok .. att .. ':' .. nthr .. ':' .. string.sub(v, 26 + at), 'PX', ARGV[2])
 return {1, att, v}

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
@@ -106,9 +109,10 @@ func TestCollapse(t *testing.T) {
 	warm, err := s.Claim(ctx, Request{Key: "warm-up"})
 	require.NoError(t, err)
 	require.NoError(t, warm.Lease.Complete(ctx, Response{}))
+	settled(t, s) // the start-up check's commands are not the claims'
 
 	req := newReq(t)
-	rt.n = 0
+	rt.reset()
 	const n = 50
 	var (
 		wg      sync.WaitGroup
@@ -141,10 +145,10 @@ func TestCollapse(t *testing.T) {
 	require.Empty(t, others)
 	require.Equal(t, 1, owners)
 	require.Equal(t, n-1, waiting)
-	require.Equal(t, 1, rt.n, "one claim reached Redis")
+	require.Equal(t, 1, rt.n(), "one claim reached Redis")
 
 	require.NoError(t, owner.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
-	rt.n = 0
+	rt.reset()
 	replays := make([]*Claim, n)
 	errs := make([]error, n)
 	start = make(chan struct{})
@@ -161,7 +165,7 @@ func TestCollapse(t *testing.T) {
 		require.Equal(t, Replayed, replays[i].Status)
 		require.Equal(t, "done", string(replays[i].Response.Body))
 	}
-	require.LessOrEqual(t, rt.n, n/2, "concurrent replays share claims")
+	require.LessOrEqual(t, rt.n(), n/2, "concurrent replays share claims")
 }
 
 // TestAwait: a waiter gets the outcome as soon as it is stored, whether this
@@ -262,14 +266,15 @@ func TestReplayCache(t *testing.T) {
 	c, err := s.Claim(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
-	rt.n = 0
+	settled(t, s) // the start-up check's commands are not the replays'
+	rt.reset()
 	for range 5 {
 		r, err := s.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, Replayed, r.Status)
 		require.Equal(t, "done", string(r.Response.Body))
 	}
-	require.Zero(t, rt.n, "replays from the cache")
+	require.Zero(t, rt.n(), "replays from the cache")
 	other := req
 	other.Fingerprint = "another"
 	_, err = s.Claim(ctx, other)
@@ -277,13 +282,14 @@ func TestReplayCache(t *testing.T) {
 
 	// Another process's outcome, fetched once, then cached with its TTL.
 	s2 := newStore(t, backend{client: client}, Options{ReplayCacheBytes: 1 << 20, Lease: 100 * time.Millisecond, Retention: 700 * time.Millisecond})
-	rt.n = 0
+	s2.env.settled.Store(true) // no start-up check: its commands are not the replays'
+	rt.reset()
 	for range 3 {
 		r, err := s2.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, Replayed, r.Status)
 	}
-	require.Equal(t, 1, rt.n)
+	require.Equal(t, 1, rt.n())
 
 	// Past the retention, the cache holds nothing: the key is new again.
 	require.Eventually(t, func() bool {
@@ -342,6 +348,191 @@ func TestAwaitLatency(t *testing.T) {
 			p50, p99 := lat[n/2], lat[n*99/100]
 			t.Logf("%s: owner's completion to waiter's replay p50 %v, p99 %v (%d waits)", mode, p50, p99, n)
 			require.Less(t, p50, 200*time.Millisecond)
+		})
+	}
+}
+
+// TestAwaitRechecksRedisPastALocalLease: a waiter on a run of its own
+// process that is stuck (no heartbeat, never completes) waits no longer than
+// that run's lease has left by this process's clock, then asks Redis, which
+// may have let another process take the key over and store its outcome
+// meanwhile. It used to wait for the local run until its own deadline and
+// answer "in progress" for a key long completed.
+func TestAwaitRechecksRedisPastALocalLease(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			// Under a second: no after-restart grace on a fresh redis-server.
+			opts := Options{Lease: 900 * time.Millisecond}
+			stuck, other := newStore(t, b, opts), newStore(t, backend{client: b.newClient(t)}, opts)
+			req := newReq(t)
+			c, err := stuck.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, Claimed, c.Status) // and then nothing: no heartbeat, no outcome
+
+			// Redis sees the lease end before this process does (its clock,
+			// a failover): another process takes over and stores the outcome.
+			require.NoError(t, b.client.PExpire(ctx, c.Lease.keys.Record(), stuck.opts.Retention-stuck.opts.Lease).Err())
+			o, err := other.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, TookOver, o.Status)
+			require.NoError(t, o.Lease.Complete(ctx, Response{Code: 201, Body: []byte("stored by another process")}))
+
+			wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			start := time.Now()
+			w, err := stuck.Await(wctx, req)
+			require.NoError(t, err, "after %v", time.Since(start))
+			require.Equal(t, Replayed, w.Status)
+			require.Equal(t, "stored by another process", string(w.Response.Body))
+			// About the local lease's 900ms; the ceiling holds at 4x slowdown.
+			require.Less(t, time.Since(start), 5*time.Second)
+			t.Logf("replay after %v", time.Since(start))
+		})
+	}
+}
+
+// gatedDialer dials Redis, or, while shut, holds every dial until it opens
+// again or the dial's context ends, as a blackholed network does.
+type gatedDialer struct {
+	mu      sync.Mutex
+	shut    chan struct{} // nil while open
+	waiting chan struct{} // gets a value when a dial starts waiting
+}
+
+func (d *gatedDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	shut := d.shut
+	d.mu.Unlock()
+	if shut != nil {
+		select {
+		case d.waiting <- struct{}{}:
+		default:
+		}
+		select {
+		case <-shut:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
+}
+
+func (d *gatedDialer) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shut == nil {
+		d.shut = make(chan struct{})
+	}
+}
+
+func (d *gatedDialer) open() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shut != nil {
+		close(d.shut)
+		d.shut = nil
+	}
+}
+
+// TestWakerStopDoesNotHoldTheWaiters: a waiter that stops waiting while the
+// pub/sub connection is reconnecting to an unreachable Redis (a dial that
+// hangs) must not hold up the other waiters. stop used to unsubscribe under
+// the waker's lock: it blocked there behind the reconnect, and with it
+// every other waiter's watch, whatever its deadline, and every wake-up.
+func TestWakerStopDoesNotHoldTheWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	d := &gatedDialer{waiting: make(chan struct{}, 1)}
+	t.Cleanup(d.open)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: d.dial, DialTimeout: 20 * time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, backend{client: client}, Options{})
+	ctx := context.Background()
+	subscribers := func(channel string) int64 {
+		n, err := admin.PubSubNumSub(ctx, channel).Result()
+		require.NoError(t, err)
+		return n[channel]
+	}
+
+	_, stopA := s.wake.watch(ctx, "chA")
+	_, stopB := s.wake.watch(ctx, "chB")
+	require.NotNil(t, stopA)
+	require.NotNil(t, stopB)
+	require.Eventually(t, func() bool { return subscribers("chA") == 1 && subscribers("chB") == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	// The pub/sub connection drops, and its reconnect hangs.
+	d.close()
+	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	select {
+	case <-d.waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pub/sub connection did not reconnect")
+	}
+
+	stopped := make(chan struct{})
+	go func() {
+		stopB()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		d.open()
+		t.Fatal("stop blocked behind the reconnect")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, stopA2 := s.wake.watch(wctx, "chA") // another waiter on a subscribed channel
+	require.Less(t, time.Since(start), 2*time.Second, "watch blocked past its deadline")
+
+	// Once Redis can be reached again, A's waiters are subscribed and B is not.
+	d.open()
+	require.Eventually(t, func() bool { return subscribers("chA") == 1 && subscribers("chB") == 0 }, 10*time.Second, 5*time.Millisecond)
+	stopA()
+	stopA2()
+	require.Eventually(t, func() bool { return subscribers("chA") == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// hangsClaims passes the first claim through and holds every later one
+// until its context ends, as a Redis that stalls just then would.
+type hangsClaims struct {
+	redis.Scripter
+	claims atomic.Int32
+}
+
+func (h *hangsClaims) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if sha == claimScript.Hash() && h.claims.Add(1) > 1 {
+		<-ctx.Done()
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+	return h.Scripter.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestAwaitDeadlineInAClaim: when Await's deadline falls inside one of its
+// claims after a wait (not inside the wait), it returns the last in-progress
+// error, as documented, not the claim's context error: the middleware's
+// Wait then answers 409, not 503. (flakes.md: TestAwait's deadline case
+// failed so under load.)
+func TestAwaitDeadlineInAClaim(t *testing.T) {
+	for name, b := range map[string]backend{"redis": realBackend(t), "miniredis": miniBackend(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			owner := newStore(t, b, Options{})
+			req := newReq(t)
+			c, err := owner.Claim(ctx, req)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Lease.Release(ctx) })
+			waiter, err := New(&hangsClaims{Scripter: b.newClient(t)}, Options{Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err = waiter.Await(wctx, req)
+			require.ErrorIs(t, err, ErrInProgress)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,8 @@ const (
 
 // Result is the outcome of a successful [Store.Do].
 type Result struct {
-	// Data is the function's result, from this call or stored by an earlier one.
+	// Data is the function's result, from this call or stored by an earlier
+	// one. It is the caller's: modifying it changes no later replay.
 	Data []byte
 	// Replayed is true when the function did not run in this call.
 	Replayed bool
@@ -73,7 +75,11 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 		}
 		switch c.Response.Code {
 		case doSucceeded:
-			return &Result{Data: c.Response.Body, Replayed: true}, nil
+			data := c.Response.Body
+			if s.cache != nil {
+				data = bytes.Clone(data) // the cache's bytes stay the cache's
+			}
+			return &Result{Data: data, Replayed: true}, nil
 		case doFailed:
 			return nil, &FailedError{Message: string(c.Response.Body)}
 		}

@@ -36,7 +36,10 @@
 //
 // The store needs maxmemory-policy noeviction (or a Redis of its own that
 // never reaches maxmemory). An evicted record is forgotten: a retry of a
-// completed operation, or a duplicate of a running one, runs it again.
+// completed operation, or a duplicate of a running one, runs it again. The
+// store checks the policy on its first claim, in the background, and logs
+// an error naming maxmemory-policy when Redis may evict; with
+// Options.RequireNoEviction it refuses to serve instead ([ErrEvicting]).
 //
 // # Errors
 //
@@ -46,7 +49,8 @@
 //   - [Store.Claim]: [ErrInvalidRequest]; *[InProgressError] ([ErrInProgress]);
 //     [ErrMismatch]; *[ExpiredError] ([ErrExpired]); *[ReplicationError]
 //     ([ErrNotReplicated]) for a claim too few replicas acknowledged (given
-//     back before Claim returns); [ErrUnexpectedReply].
+//     back before Claim returns); [ErrUnexpectedReply]; [ErrEvicting] with
+//     Options.RequireNoEviction.
 //   - [Store.Do]: those of Claim; *[FailedError] ([ErrFailed]) for a stored
 //     failure; fn's error marked [Transient]; errors saying the outcome was
 //     not stored, or stored with a *ReplicationError.
@@ -65,4 +69,17 @@
 // *redis.ClusterClient built with ContextTimeoutEnabled: true does that
 // itself; with any other client the store waits for the reply on another
 // goroutine and stops waiting at the deadline.
+//
+// # A Redis that refuses connections
+//
+// On one server (a *redis.Client, or an auto-pipeliner over one: the
+// start-up check tells), the first refused connection the store sees ends
+// the claims waiting on another goroutine and makes every claim after it
+// fail at once, its error wrapping the refusal (errors.Is
+// syscall.ECONNREFUSED), instead of each waiting for the client's dial
+// retries or its deadline; the store logs it (Options.Logger), probes
+// Redis every 50ms, and serves again as soon as it answers. Other writes
+// (complete, release, heartbeats) still go to the client and try as
+// before. On a cluster or a Ring, one node's refusal says nothing about
+// the others, and claims go to the client.
 package redisstore

@@ -42,6 +42,12 @@ var (
 	ErrUnexpectedReply = errors.New("redisstore: unexpected reply")
 )
 
+// ErrEvicting means the store refuses to serve because Redis may evict
+// records (Options.RequireNoEviction): a master's maxmemory-policy is not
+// noeviction, and a maxmemory is set. An evicted record is forgotten, and a
+// retry of its operation runs it again. Set maxmemory-policy noeviction.
+var ErrEvicting = errors.New("redisstore: Redis may evict records (maxmemory-policy is not noeviction)")
+
 // ErrMaxDuration is the cause of the context cancellation a function run by
 // [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).
 var ErrMaxDuration = errors.New("redisstore: operation ran past its max duration")

@@ -341,3 +341,65 @@ func TestRestartGivesOwnersALease(t *testing.T) {
 		return err == nil && n.Status == TookOver
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// TestRestartGraceIgnoresRetentionChange: the lease a restarted Redis gives
+// an owner before a takeover is a lease, whatever retention the claimer
+// runs with: the owner's, as the record tells it, never longer than the
+// claimer's own. claim.lua used to compute it as the claimer's retention
+// minus the owner's threshold, so a rolling deploy that changed Retention
+// stretched it to the difference (24h more: every crashed owner's key held
+// for a day on a Redis up less than that) or removed it (a shorter one).
+func TestRestartGraceIgnoresRetentionChange(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("a longer retention does not stretch it", func(t *testing.T) {
+		srv := redistest.Start(t)
+		owner := newStore(t, backend{client: srv.Client(t)}, Options{Lease: time.Second, Retention: 10 * time.Second})
+		next := newStore(t, backend{client: srv.Client(t)}, Options{Lease: time.Second, Retention: time.Hour})
+		req := newReq(t)
+		_, err := owner.Claim(ctx, req) // and then it crashes
+		require.NoError(t, err)
+		backend{}.expireLease(t, owner, req)
+		// Redis has been up longer than a lease (a second) by now.
+		c, err := next.Claim(ctx, req)
+		require.NoError(t, err, "a crashed owner's key held after its lease")
+		require.Equal(t, TookOver, c.Status)
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
+	})
+
+	t.Run("a claimer's longer lease does not stretch it", func(t *testing.T) {
+		srv := redistest.Start(t)
+		owner := newStore(t, backend{client: srv.Client(t)}, Options{Lease: time.Second})
+		next := newStore(t, backend{client: srv.Client(t)}, Options{Lease: 10 * time.Second})
+		req := newReq(t)
+		_, err := owner.Claim(ctx, req) // and then it crashes
+		require.NoError(t, err)
+		backend{}.expireLease(t, owner, req)
+		c, err := next.Claim(ctx, req) // Redis has been up longer than the owner's lease
+		require.NoError(t, err, "a crashed owner's key held after its lease")
+		require.Equal(t, TookOver, c.Status)
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
+	})
+
+	t.Run("a shorter retention does not remove it", func(t *testing.T) {
+		srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
+		owner := newStore(t, backend{client: srv.Client(t)}, Options{Lease: 2 * time.Second, Retention: time.Hour})
+		req := newReq(t)
+		c, err := owner.Claim(ctx, req)
+		require.NoError(t, err)
+		srv.Kill()
+		time.Sleep(2500 * time.Millisecond) // the lease runs out while Redis is down
+		srv.Restart(t)
+		next := newStore(t, backend{client: srv.Client(t)}, Options{Lease: 2 * time.Second, Retention: 10 * time.Second})
+		var cerr error
+		require.Eventually(t, func() bool { // until Redis answers the claim
+			_, cerr = next.Claim(ctx, req)
+			return cerr == nil || errors.Is(cerr, ErrInProgress)
+		}, 10*time.Second, 10*time.Millisecond)
+		require.ErrorIs(t, cerr, ErrInProgress, "taken over the moment Redis came back")
+		var ip *InProgressError
+		require.ErrorAs(t, cerr, &ip)
+		require.LessOrEqual(t, ip.LeaseLeft, 2*time.Second, "a grace longer than a lease")
+		require.NoError(t, c.Lease.Extend(ctx)) // the owner renews within it
+	})
+}

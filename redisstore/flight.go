@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"errors"
@@ -16,9 +17,16 @@ import (
 // answered here, without Redis. Redis stays the referee between processes;
 // the flight only spares it the questions whose answer this process already
 // knows.
+//
+// A flight whose lease is over by this process's clock and that was never
+// ended (its lease dropped without Complete or Release, or its run stuck)
+// is dead: the next claim of its key replaces it, and joins sweep dead
+// flights out of the map every so many new flights, so that none stays
+// for the life of the process.
 type flights struct {
-	mu sync.Mutex
-	m  map[string]*flight
+	mu    sync.Mutex
+	m     map[string]*flight
+	added int // flights made since the last sweep
 }
 
 // flight is one key's claim by this process, and then its run. Its
@@ -56,17 +64,38 @@ func (fs *flights) join(key string, fp *[record.FPLen]byte) (f *flight, leader b
 	if fs.m == nil {
 		fs.m = map[string]*flight{}
 	}
+	// A sweep costs a pass over the map once per as many new flights as it
+	// holds: constant time per flight.
+	if fs.added++; fs.added >= max(sweepEvery, len(fs.m)) {
+		fs.added = 0
+		for k, f := range fs.m {
+			if f.dead() {
+				fs.endLocked(k, f, nil)
+			}
+		}
+	}
 	f = &flight{fp: *fp}
 	fs.m[key] = f
 	return f, true
 }
 
-// owned reports whether f's run holds its lease, as far as this process knows.
-func (fs *flights) owned(f *flight) bool {
+// sweepEvery is the fewest new flights between two sweeps.
+const sweepEvery = 64
+
+// dead reports whether f's run had a lease that is now over by this
+// process's clock. Called with flights.mu held.
+func (f *flight) dead() bool { return f.lease != nil && f.lease.left() <= 0 }
+
+// owned returns how long f's run holds its lease at least, as far as this
+// process knows: 0 when it holds none.
+func (fs *flights) owned(f *flight) time.Duration {
 	fs.mu.Lock()
 	l := f.lease
 	fs.mu.Unlock()
-	return l != nil && l.left() > 0
+	if l == nil {
+		return 0
+	}
+	return max(l.left(), 0)
 }
 
 // closed is a channel that is always closed.
@@ -122,8 +151,13 @@ func (fs *flights) get(key string) *flight {
 func (fs *flights) end(key string, f *flight, resp *Response) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	fs.endLocked(key, f, resp)
+}
+
+// endLocked is end, with fs.mu held.
+func (fs *flights) endLocked(key string, f *flight, resp *Response) {
 	if fs.m[key] != f {
-		return // ended already
+		return // ended already, or replaced
 	}
 	delete(fs.m, key)
 	f.resp, f.isDone = resp, true
@@ -136,45 +170,56 @@ func (fs *flights) end(key string, f *flight, resp *Response) {
 // the same key and fingerprint in this process.
 func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 	key := l.keys.Record()
-	f, leader := s.flights.join(key, &l.fp)
-	switch {
-	case f == nil:
-		return s.claim(ctx, l)
-	case leader:
-		c, err := s.claim(ctx, l)
-		if c != nil && c.Lease != nil {
-			c.Lease.flight = f
+	for range 2 { // a dead flight is replaced once
+		f, leader := s.flights.join(key, &l.fp)
+		switch {
+		case f == nil:
+			return s.claim(ctx, l)
+		case leader:
+			return s.lead(ctx, l, f)
 		}
-		s.flights.settle(f, c, err)
-		if c == nil || c.Lease == nil {
-			var resp *Response
-			if c != nil {
-				resp = &c.Response
+		select {
+		case <-s.flights.claimedChan(f):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
+		}
+		var ip *InProgressError
+		switch {
+		case f.err == nil && f.claim.Status == Replayed:
+			return &Claim{Status: Replayed, Response: f.claim.Response}, nil
+		case f.err == nil:
+			// This process runs the operation. Its lease is as good as
+			// Redis's answer while its heartbeat keeps it; past that, the
+			// flight is dead: replace it and ask Redis, which may let the
+			// key be taken over (and the new run collapse its duplicates).
+			if left := f.lease.left(); left > 0 {
+				return nil, &InProgressError{LeaseLeft: left}
 			}
-			s.flights.end(key, f, resp)
+			s.flights.end(key, f, nil)
+			continue
+		case errors.As(f.err, &ip), errors.Is(f.err, ErrMismatch), errors.Is(f.err, ErrExpired):
+			return nil, f.err // Redis's answer for this key and fingerprint
 		}
-		return c, err
+		return s.claim(ctx, l) // the leader failed (its context, Redis): ask for ourselves
 	}
-	select {
-	case <-s.flights.claimedChan(f):
-	case <-ctx.Done():
-		return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
+	return s.claim(ctx, l)
+}
+
+// lead claims l's key for the flight f it leads, and settles f with the answer.
+func (s *Store) lead(ctx context.Context, l *Lease, f *flight) (*Claim, error) {
+	c, err := s.claim(ctx, l)
+	if c != nil && c.Lease != nil {
+		c.Lease.flight = f
 	}
-	var ip *InProgressError
-	switch {
-	case f.err == nil && f.claim.Status == Replayed:
-		return &Claim{Status: Replayed, Response: f.claim.Response}, nil
-	case f.err == nil:
-		// This process runs the operation. Its lease is as good as Redis's
-		// answer while its heartbeat keeps it; past that, ask Redis, which
-		// may let the key be taken over.
-		if left := f.lease.left(); left > 0 {
-			return nil, &InProgressError{LeaseLeft: left}
+	s.flights.settle(f, c, err)
+	if c == nil || c.Lease == nil {
+		var resp *Response
+		if c != nil {
+			resp = &c.Response
 		}
-	case errors.As(f.err, &ip), errors.Is(f.err, ErrMismatch), errors.Is(f.err, ErrExpired):
-		return nil, f.err // Redis's answer for this key and fingerprint
+		s.flights.end(l.keys.Record(), f, resp)
 	}
-	return s.claim(ctx, l) // the leader failed (its context, Redis): ask for ourselves
+	return c, err
 }
 
 // signed records a sign of life of the lease sent at t: a claim, extend or
@@ -200,12 +245,13 @@ func (l *Lease) ended(resp *Response) {
 
 // replayCache keeps completed outcomes this process has seen, so that their
 // replays cost no round trip: bounded in bytes, each entry until its record
-// expires in Redis, oldest first out.
+// expires in Redis, the least recently used first out (a key being retried
+// stays while fresh outcomes come and go).
 type replayCache struct {
 	mu    sync.Mutex
 	max   int
 	size  int
-	order *list.List // of *cached, oldest first
+	order *list.List // of *cached, least recently used first
 	m     map[string]*list.Element
 }
 
@@ -241,6 +287,7 @@ func (s *Store) cached(l *Lease) (*Claim, bool) {
 	if c.fp != l.fp {
 		return nil, false
 	}
+	rc.order.MoveToBack(e) // used now: the last to go
 	return &Claim{Status: Replayed, Response: c.resp}, true
 }
 
@@ -254,6 +301,9 @@ func (s *Store) remember(l *Lease, resp Response, expires time.Time) {
 	if c.cost() > rc.max {
 		return
 	}
+	// The cache's own copy: the caller may reuse its buffer (Do's result,
+	// the body given to Complete), and Redis keeps what it was sent.
+	c.resp.Body = bytes.Clone(resp.Body)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if e, ok := rc.m[c.key]; ok {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -102,9 +103,14 @@ type Options struct {
 	// ReplayCacheBytes, when positive, keeps up to this many bytes of
 	// completed outcomes in this process, so that replays of them cost no
 	// round trip: outcomes this process stored, and replays it fetched. An
-	// entry lives no longer than its record in Redis (the retention). It
+	// entry lives no longer than its record in Redis (the retention); when
+	// the cache is full, the least recently replayed entry goes first. It
 	// costs memory, and a replay served from it does not see a record that
-	// was deleted from Redis by hand. Default: 0 (no cache).
+	// was deleted from Redis by hand. The cache keeps its own copy of each
+	// outcome, so the caller may reuse the buffers it gave to Complete or
+	// returned from Do's function; a replay's Response.Body from Claim is
+	// the cache's copy, to read and not to modify (Do's Result.Data is the
+	// caller's own). Default: 0 (no cache).
 	ReplayCacheBytes int
 
 	// Observer, if set, receives every decision the store, Store.Do and the
@@ -120,6 +126,25 @@ type Options struct {
 	// heartbeat stops, so a stuck operation cannot hold its key for ever.
 	// Zero means no bound. Must be shorter than Retention. Default: 0.
 	MaxDuration time.Duration
+
+	// RequireNoEviction makes the store refuse to serve on a Redis that may
+	// evict records (fail closed): claims fail with an error matching
+	// ErrEvicting (the HTTP middleware answers 503, FailOpen or not) while
+	// any master's maxmemory-policy is not noeviction and a maxmemory is
+	// set. Without it, the store only logs that finding. Either way the
+	// store checks on its first claim, in the background: CONFIG GET
+	// maxmemory*, or INFO memory where CONFIG is disabled, on every master
+	// (through an auto-pipeliner, the one server it shows); where neither
+	// tells, it warns and serves. With it, the first claims wait for that
+	// check (a round trip per master), and an evicting Redis is checked
+	// again every 10s, so that fixing the policy needs no restart.
+	// Default: false (log only).
+	RequireNoEviction bool
+
+	// Logger receives what the store finds wrong with its Redis, outside
+	// any one call: an evicting maxmemory-policy, a Redis that refuses
+	// connections. Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Store claims, completes and replays idempotency records in Redis. It is
@@ -137,6 +162,8 @@ type Store struct {
 	flights flights
 	cache   *replayCache // nil without Options.ReplayCacheBytes
 	wake    *waker       // nil when the client cannot subscribe
+	env     envCheck     // the start-up check (env.go)
+	out     outage       // a Redis that refuses connections (outage.go)
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -188,21 +215,25 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: negative replicas %d or replica timeout %v", opts.Replicas, opts.ReplicaTimeout)
 	}
 	opts.Observer = observe.Safe(opts.Observer) // an observer's panic never reaches a request
-	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
-		NotReplicated: notReplicated, Observer: opts.Observer})
-	if err != nil {
-		return nil, err
-	}
-	if opts.ReplayCacheBytes < 0 {
-		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	s := &Store{
 		client:       client,
 		opts:         opts,
-		runner:       run,
 		thresholdMS:  strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
 		retentionArg: strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		tombstoneArg: strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
+	}
+	s.out.init(client, opts.Logger)
+	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
+		NotReplicated: notReplicated, Observer: opts.Observer, Health: &s.out})
+	if err != nil {
+		return nil, err
+	}
+	s.runner = run
+	if opts.ReplayCacheBytes < 0 {
+		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
 	}
 	if opts.ReplayCacheBytes > 0 {
 		s.cache = &replayCache{max: opts.ReplayCacheBytes, order: list.New(), m: map[string]*list.Element{}}
@@ -287,7 +318,10 @@ func (s Status) String() string {
 type Response struct {
 	// Code is an application-defined status, such as an HTTP status code.
 	Code int
-	// Body is the outcome's bytes.
+	// Body is the outcome's bytes. [Lease.Complete] does not keep it: the
+	// caller may reuse the slice once Complete returns. In a Replayed
+	// [Claim], read it and do not modify it: with Options.ReplayCacheBytes it
+	// is shared with every later replay of the key in this process.
 	Body []byte
 }
 
@@ -309,14 +343,21 @@ type Claim struct {
 // while another owner's lease runs, ErrMismatch when the key was claimed with
 // another fingerprint, an *ExpiredError when only the outcome's tombstone is
 // left, ErrInvalidRequest for a bad req, a *ReplicationError when
-// Options.Replicas did not acknowledge the claim, and a wrapped Redis error
-// when Redis cannot be reached.
+// Options.Replicas did not acknowledge the claim, an error matching
+// ErrEvicting with Options.RequireNoEviction on a Redis that may evict, and a
+// wrapped Redis error when Redis cannot be reached.
+//
+// The store's first claim starts its check of the eviction policy, in the
+// background (see Options.RequireNoEviction).
 //
 // A claim whose answer is lost (the call fails or times out after Redis may
 // have run it) is handed back in the background, so that it does not hold
 // the key for a whole lease while nothing runs.
 func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	if err := s.envReady(ctx); err != nil {
 		return nil, err
 	}
 	l := s.newLease(req)
@@ -340,6 +381,9 @@ func (s *Store) newLease(req Request) *Lease {
 // claim claims l's key in Redis: claim.lua, and legacy.lua for a record in
 // the previous format.
 func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
+	if err := s.out.Refusal(); err != nil {
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
 	keys := l.keys.One
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,9 @@ func newReq(t *testing.T) Request {
 
 func newStore(t *testing.T, b backend, opts Options) *Store {
 	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler) // what the store finds wrong with the test's Redis, often on purpose
+	}
 	s, err := New(b.client, opts)
 	require.NoError(t, err)
 	return s

@@ -28,7 +28,8 @@ func renderErrors(c *gin.Context) {
 
 func ginQuickStart(stopping context.Context, r *gin.Engine) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	store, err := redisstore.New(rdb, redisstore.Options{}) // prefix "idem:", lease 10s, retention 24h
+	// The first claim checks maxmemory-policy: on a Redis that evicts, refuse (503).
+	store, err := redisstore.New(rdb, redisstore.Options{RequireNoEviction: true}) // prefix "idem:", lease 10s, retention 24h
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -51,6 +51,23 @@ type Config struct {
 	NotReplicated func(acked, want int) error
 	// Observer, if not nil, is told of every call.
 	Observer observe.Observer
+	// Health, if not nil, is told how every call ends, and may cut short
+	// the wait for a call that may be handed back.
+	Health Health
+}
+
+// Health follows whether Redis can be reached (redisstore: a Redis that
+// refuses connections).
+type Health interface {
+	// Ended is told the error every call ended with (nil: answered), also
+	// a call Run stopped waiting for, when it ends.
+	Ended(err error)
+	// Down returns a channel closed when Redis is found unreachable: a call
+	// with a lost hook that Run waits for on another goroutine stops
+	// waiting then, and Run returns Refusal's error.
+	Down() <-chan struct{}
+	// Refusal returns why Redis cannot be reached now, or nil.
+	Refusal() error
 }
 
 // Runner runs scripts. It is safe for concurrent use.
@@ -96,7 +113,9 @@ func honoursDeadlines(client redis.Scripter) bool {
 // without a final reply from Redis (see IsFinal); or, for a call Run stopped
 // waiting for, from another goroutine once the call ends other than with a
 // final error reply. It is not called when the script's reply came back
-// (with a WAIT error or not): the caller decides then.
+// (with a WAIT error or not): the caller decides then. Such a call also
+// stops being waited for when Config.Health finds Redis down; Run then
+// returns its Refusal.
 func (r *Runner) Run(ctx context.Context, sc *Script, keys []string, lost func(), args ...any) (any, error) {
 	if r.c.Observer == nil {
 		return r.bound(ctx, sc, keys, lost, args)
@@ -109,8 +128,12 @@ func (r *Runner) Run(ctx context.Context, sc *Script, keys []string, lost func()
 
 // bound is Run without the observer.
 func (r *Runner) bound(ctx context.Context, sc *Script, keys []string, lost func(), args []any) (any, error) {
+	h := r.c.Health
 	if r.bounded {
 		reply, err := r.eval(ctx, sc, keys, args)
+		if h != nil {
+			h.Ended(err)
+		}
 		if err != nil && reply == nil && lost != nil && !IsFinal(err) {
 			lost()
 		}
@@ -123,29 +146,53 @@ func (r *Runner) bound(ctx context.Context, sc *Script, keys []string, lost func
 	done := make(chan result, 1)
 	go func() {
 		reply, err := r.eval(ctx, sc, keys, args)
+		if h != nil {
+			h.Ended(err)
+		}
 		done <- result{reply, err}
 	}()
-	select {
-	case res := <-done:
-		if res.err != nil && res.reply == nil && lost != nil && !IsFinal(res.err) {
-			lost()
-		}
-		return res.reply, res.err
-	case <-ctx.Done():
+	var down <-chan struct{}
+	if h != nil && lost != nil {
+		down = h.Down()
+	}
+wait:
+	for {
 		select {
 		case res := <-done:
+			if res.err != nil && res.reply == nil && lost != nil && !IsFinal(res.err) {
+				lost()
+			}
 			return res.reply, res.err
-		default:
+		case <-ctx.Done():
+			break wait
+		case <-down:
+			if h.Refusal() != nil {
+				break wait
+			}
+			down = nil // over already: wait on
 		}
-		if lost != nil {
-			go func() {
-				if res := <-done; res.err == nil || !IsFinal(res.err) {
-					lost()
-				}
-			}()
-		}
-		return nil, context.Cause(ctx)
 	}
+	select {
+	case res := <-done:
+		return res.reply, res.err
+	default:
+	}
+	if lost != nil {
+		go func() {
+			if res := <-done; res.err == nil || !IsFinal(res.err) {
+				lost()
+			}
+		}()
+	}
+	if h != nil {
+		if err := h.Refusal(); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: %w", context.Cause(ctx), err)
+			}
+			return nil, err
+		}
+	}
+	return nil, context.Cause(ctx)
 }
 
 // eval runs sc on keys, with WAIT when sc Waits and the Runner has Replicas.

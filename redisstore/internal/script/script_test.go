@@ -146,3 +146,59 @@ func TestNewRunnerReplicas(t *testing.T) {
 	_, err = NewRunner(Config{Client: &fake{}})
 	require.NoError(t, err, "no Replicas, any client")
 }
+
+// health is a Health whose Down closes when down is closed.
+type health struct {
+	down    chan struct{}
+	refusal atomic.Pointer[error]
+	ended   chan error
+}
+
+func (h *health) Ended(err error)       { h.ended <- err }
+func (h *health) Down() <-chan struct{} { return h.down }
+func (h *health) Refusal() error {
+	if p := h.refusal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// TestRunHealth: Health is told how every call ends, also one Run stopped
+// waiting for; a call that may be handed back stops waiting when Health
+// finds Redis down, and Run returns the refusal, while one without a lost
+// hook waits for its answer.
+func TestRunHealth(t *testing.T) {
+	ctx := context.Background()
+	refused := errors.New("dial tcp: connect: connection refused")
+	f := &fake{reply: int64(1), release: make(chan struct{})}
+	h := &health{down: make(chan struct{}), ended: make(chan error, 4)}
+	r, err := NewRunner(Config{Client: f, Health: h})
+	require.NoError(t, err)
+
+	got := make(chan error, 1)
+	lost := make(chan struct{}, 1)
+	go func() {
+		_, err := r.Run(ctx, test, []string{"k"}, func() { lost <- struct{}{} })
+		got <- err
+	}()
+	h.refusal.Store(&refused)
+	close(h.down)
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, refused)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run waited on after Redis was found down")
+	}
+	close(f.release) // the call ends after all: Health hears it, and lost is called
+	require.NoError(t, <-h.ended)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call given up on ended with an answer, and lost was not called")
+	}
+
+	reply, err := r.Run(ctx, test, []string{"k"}, nil) // no lost hook: not cut short
+	require.NoError(t, err)
+	require.Equal(t, int64(1), reply)
+	require.NoError(t, <-h.ended)
+}
