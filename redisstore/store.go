@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -15,8 +14,11 @@ import (
 
 	"github.com/idemkey/idemkey/lua"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore/internal/check"
+	"github.com/idemkey/idemkey/redisstore/internal/lru"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
+	"github.com/idemkey/idemkey/redisstore/internal/wake"
 )
 
 // The scripts; those that wait for replicas (Options.Replicas) are the
@@ -160,10 +162,10 @@ type Store struct {
 	tombstoneArg any    // retention + tombstone retention in ms: a tombstone's TTL
 
 	flights flights
-	cache   *replayCache // nil without Options.ReplayCacheBytes
-	wake    *waker       // nil when the client cannot subscribe
-	env     envCheck     // the start-up check (env.go)
-	out     outage       // a Redis that refuses connections (outage.go)
+	cache   *replayCache   // nil without Options.ReplayCacheBytes
+	wake    *wake.Waker    // nil when the client cannot subscribe
+	env     *check.Startup // the start-up check of maxmemory-policy
+	out     *script.Outage // a Redis that refuses connections
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -225,9 +227,10 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		retentionArg: strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		tombstoneArg: strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
 	}
-	s.out.init(client, opts.Logger)
+	s.out = script.NewOutage(client, claimScript, opts.Logger)
+	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
 	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
-		NotReplicated: notReplicated, Observer: opts.Observer, Health: &s.out})
+		NotReplicated: notReplicated, Observer: opts.Observer, Health: s.out})
 	if err != nil {
 		return nil, err
 	}
@@ -236,10 +239,10 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
 	}
 	if opts.ReplayCacheBytes > 0 {
-		s.cache = &replayCache{max: opts.ReplayCacheBytes, order: list.New(), m: map[string]*list.Element{}}
+		s.cache = lru.New[cached](opts.ReplayCacheBytes)
 	}
-	if sub, ok := client.(subscriber); ok {
-		s.wake = &waker{client: sub}
+	if sub, ok := client.(wake.Subscriber); ok {
+		s.wake = wake.New(sub)
 	}
 	return s, nil
 }
@@ -357,7 +360,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	if err := s.envReady(ctx); err != nil {
+	if err := s.env.Ready(ctx); err != nil {
 		return nil, err
 	}
 	l := s.newLease(req)
