@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -176,14 +173,7 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 // there; this key cannot. It is 32 characters of base64url and reveals
 // nothing of the scope or key.
 func (l *Lease) DerivedKey(step string) string {
-	h := sha256.New()
-	h.Write([]byte("idemkey derived key\x00"))
-	for _, s := range [...]string{l.store.opts.Prefix, l.req.Scope, l.req.Key, step} {
-		var n [binary.MaxVarintLen64]byte
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:24])
+	return record.DerivedKey(l.store.opts.Prefix, l.req.Scope, l.req.Key, step)
 }
 
 // Supervise watches over an operation running on the lease, whose context
