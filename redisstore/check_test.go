@@ -69,7 +69,7 @@ func TestCheckDefaultRedis(t *testing.T) {
 	require.Contains(t, rs["replication"].Message, "master with 0 replicas online")
 	require.Equal(t, CheckResult{"cluster", CheckOK, "not a cluster"}, rs["cluster"])
 	require.Equal(t, CheckOK, rs["scripts"].Status)
-	require.Contains(t, rs["scripts"].Message, "8 scripts loaded; a claim and its release ran in")
+	require.Contains(t, rs["scripts"].Message, "9 scripts loaded; a claim and its release ran in")
 	require.Contains(t, rs["latency"].Message, "over 300 PINGs")
 	require.Equal(t, CheckResult{"in-progress", CheckOK, `0 records under "idem:", none in progress`}, rs["in-progress"])
 

@@ -378,11 +378,15 @@ const (
 	Started State = "started"
 	// Completed: the outcome is stored and replayed.
 	Completed State = "completed"
+	// Released: a started record whose owner gave its lease back without
+	// an outcome (Lease.Interrupt, or Release of a record with history):
+	// nobody holds it, and the next claim takes it over at once.
+	Released State = "released"
 )
 
 // Record is what Redis holds for one key, as [Store.Lookup] reads it.
 type Record struct {
-	// State is Started or Completed.
+	// State is Started, Released or Completed.
 	State State
 	// Scope and Key are those Lookup was given.
 	Scope, Key string

@@ -16,6 +16,10 @@ import (
 // globEscaper escapes the characters SCAN's MATCH pattern treats specially.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 
+// EscapeGlob escapes s for SCAN's MATCH pattern, which then matches s
+// itself.
+func EscapeGlob(s string) string { return globEscaper.Replace(s) }
+
 // inProgress is what the in-progress check found.
 type inProgressFound struct {
 	scanned, records, started, running, lapsed, legacy int
