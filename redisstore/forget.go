@@ -32,9 +32,11 @@ var forgetScript = script.New("forget", lua.Forget, true)
 // It returns ErrNotFound when there was neither record nor tombstone, and
 // an error matching ErrUnexpectedReply, changing nothing, when the key
 // holds something that is not an idemkey record. The Observer gets an
-// observe.Forgotten event for what it removed. A replay cache
-// (Options.ReplayCacheBytes) in this process forgets the key too; those of
-// other processes do not, and replay it until their entry expires.
+// observe.Forgotten event for what it removed. This process forgets the
+// key too: its replay cache (Options.ReplayCacheBytes), and what it knows
+// of a run of the key, so that its duplicates ask Redis again. Other
+// processes' replay caches do not, and replay the outcome until their
+// entry expires.
 func (s *Store) Forget(ctx context.Context, scope, key string) error {
 	return s.forget(ctx, scope, key, false)
 }
@@ -81,6 +83,11 @@ func (s *Store) forget(ctx context.Context, scope, key string, force bool) error
 		return &InProgressError{LeaseLeft: f.LeaseLeft}
 	}
 	s.uncache(k.Record())
+	if fl := s.flights.get(k.Record()); fl != nil {
+		// This process's duplicates ask Redis again, instead of being told
+		// of a run whose record is gone.
+		s.flights.end(k.Record(), fl, nil)
+	}
 	if s.opts.Observer != nil {
 		s.observeForget(ctx, scope, key, f)
 	}
