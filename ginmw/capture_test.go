@@ -135,13 +135,13 @@ func TestGinHelpers(t *testing.T) {
 		got.key = ginmw.Key(c)
 		got.derived = ginmw.DerivedKey(c, "charge")
 		got.point, _ = ginmw.RecoveryPoint(c)
-		got.attempt = ginmw.Lease(c).Attempt
+		got.attempt = ginmw.Attempt(c)
 		got.checkpointErr = ginmw.Checkpoint(c, "charged", []byte("ch_1"))
 		c.Status(http.StatusServiceUnavailable) // not stored: the checkpoint survives for the retry
 	})
 	r.GET("/free", func(c *gin.Context) {
 		require.Empty(t, ginmw.Key(c))
-		require.Nil(t, ginmw.Lease(c))
+		require.Zero(t, ginmw.Attempt(c))
 		require.Empty(t, ginmw.DerivedKey(c, "x"))
 		require.ErrorIs(t, ginmw.Checkpoint(c, "p", nil), httpmw.ErrNotProtected)
 		c.Status(http.StatusOK)

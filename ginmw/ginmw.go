@@ -11,19 +11,48 @@
 // is stored. See the README for the full contract and Options for every
 // setting; DefaultScope and SharedScope are the Gin forms of httpmw's.
 //
-// Handlers find their key, their lease, derived keys for downstream
-// providers and recovery points through the gin.Context: Key, Lease,
+// Handlers find their key, their attempt, derived keys for downstream
+// providers and recovery points through the gin.Context: Key, Attempt,
 // DerivedKey, Checkpoint and RecoveryPoint.
 //
 // The handler runs on a request context detached from the client's: a client
 // that gives up does not stop it halfway. c.Request.Context() is cancelled
-// only when the lease is lost, at the store's MaxDuration, or when
-// Options.Shutdown is done: pass it to the calls the handler makes (or c
+// only when the lease is lost, at the store's MaxDuration, or at the end of
+// a graceful stop's grace (see below): pass it to the calls the handler makes (or c
 // itself, with the engine's ContextWithFallback). A handler that records an
-// error with c.Error and writes nothing has not answered: the key is
-// released and the error middleware outside answers. Once the outcome is
+// error with c.Error and writes nothing gets it rendered by
+// Options.ErrorHandler, the app's error middleware, inside the protected
+// run: what it renders is the outcome, stored if final (a 4xx). Without
+// ErrorHandler the handler has not answered: the key is released and the
+// error middleware outside answers. Once the outcome is
 // stored, the response on the wire is final: outer middleware cannot change
 // it.
+//
+// # A graceful stop
+//
+// A server that stops on SIGTERM cancels the context it passed as
+// Options.Shutdown and calls http.Server.Shutdown. What happens to a
+// request, in order:
+//
+//  1. http.Server.Shutdown closes the listeners and the idle connections:
+//     new connections go to the other instances.
+//  2. A request that still reaches the middleware (on a connection that was
+//     busy) is refused with 503 shutting-down, Retry-After and Connection:
+//     close, before anything is claimed.
+//  3. Handlers already running get Options.ShutdownGrace (default 5s) to
+//     finish: their outcomes are stored and sent as on any other day.
+//  4. The context of each handler still running is then cancelled, with
+//     cause httpmw.ErrShutdown. A final answer it still gives is stored; otherwise
+//     its record is kept and only its lease ends, so that the client's
+//     retry, on another instance, takes the key over at once as attempt 2,
+//     with the last checkpoint (RecoveryPoint): the run is never forgotten,
+//     and never run again as if it had not started.
+//  5. http.Server.Shutdown returns once every handler has returned and its
+//     outcome is stored or its lease ended: give it a timeout above
+//     ShutdownGrace plus Options.Timeout (or the store's lease, if longer).
+//
+// A process that dies without this (SIGKILL, a crash) holds its keys until
+// their leases end; the retries then take over from the last checkpoint.
 package ginmw
 
 import (
@@ -32,6 +61,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -60,11 +90,15 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 	cfg := opts.config()
 	cfg.Route = func(_ *http.Request, c any) string { return c.(*gin.Context).FullPath() }
 	core := httpcore.New(store, cfg)
+	var hint sync.Once // the ErrorHandler hint, once per middleware
 	return func(c *gin.Context) {
 		x, pass := core.Begin(c.Writer, c.Request, c)
 		switch {
-		case pass:
+		case pass != nil:
+			orig := c.Request
+			c.Request = pass
 			c.Next()
+			c.Request = orig
 			return
 		case x == nil: // a replay or a problem: final, as a stored response
 			c.Abort()
@@ -88,10 +122,25 @@ func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 		}()
 		x.Run(func() {
 			c.Next()
-			// A handler that recorded an error (c.Error) and wrote nothing has
-			// not answered: an error middleware outside will. Release the key
-			// rather than store the empty 200 Gin would otherwise send.
-			if len(c.Errors) > 0 && x.Recorder.Untouched() {
+			if len(c.Errors) == 0 || !x.Recorder.Untouched() {
+				return
+			}
+			// The handler recorded an error (c.Error) and wrote nothing: the
+			// app's error middleware renders it, here, so that its answer is
+			// the outcome.
+			if opts.ErrorHandler != nil {
+				opts.ErrorHandler(c)
+			}
+			if x.Recorder.Untouched() {
+				// Nobody answered: an error middleware outside will. Release
+				// the key rather than store the empty 200 Gin would send.
+				if opts.ErrorHandler == nil {
+					hint.Do(func() {
+						core.Logger().Warn("idemkey: a handler recorded an error with c.Error and wrote nothing, so its key was released "+
+							"and every retry runs it again; set ginmw.Options.ErrorHandler to your error middleware, so that what it "+
+							"renders (a 4xx such as a declined card) is stored and replayed", "route", c.FullPath())
+					})
+				}
 				x.Abandon()
 			}
 		})
@@ -185,18 +234,24 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.rec.Hi
 
 func (w *writer) Unwrap() http.ResponseWriter { return w.rec }
 
-// Key returns the request's idempotency key, or "" when it is not protected.
+// Key returns the request's idempotency key: "" when it has none, or the
+// middleware has not seen it.
 func Key(c *gin.Context) string { return httpcore.Key(c.Request.Context()) }
 
-// Lease returns the request's lease on its key, or nil when it is not
-// protected. Its Attempt, RecoveryPoint and RecoveryData tell a handler
-// whether an earlier attempt died and where it got to.
-func Lease(c *gin.Context) *redisstore.Lease { return httpcore.Lease(c.Request.Context()) }
+// Attempt returns which attempt at its key the request runs as: 1 for the
+// first, 2 or more when an earlier attempt ended without an answer (its
+// process died, or it was cut off) and this one took the key over, so the
+// side effects of that attempt may have happened: RecoveryPoint tells how
+// far it got. It returns 0 when the request is not protected.
+func Attempt(c *gin.Context) int { return httpcore.Attempt(c.Request.Context()) }
 
 // DerivedKey returns the idempotency key to hand a downstream provider (a
 // payment API, say) for one step of the request: the same on every retry and
-// takeover, unique per (caller, key, step). It returns "" when the request is
-// not protected.
+// takeover, unique per (caller, key, step). For a request the middleware
+// runs unprotected (Optional without a key, FailOpen with Redis down) it is
+// a fresh random key per request and step, so the provider never gets an
+// empty key, but nothing dedupes that request's retries (Attempt is 0). It
+// returns "" on a route without the middleware.
 func DerivedKey(c *gin.Context, step string) string {
 	return httpcore.DerivedKey(c.Request.Context(), step)
 }
@@ -204,7 +259,9 @@ func DerivedKey(c *gin.Context, step string) string {
 // Checkpoint records that the handler reached point, with data a later
 // attempt needs to resume (say, the provider's charge ID), and extends the
 // lease. If this attempt dies, the next retry finds them with RecoveryPoint.
-// It returns httpmw.ErrNotProtected when the request is not protected.
+// For a request the middleware runs unprotected (Optional without a key,
+// FailOpen) there is nothing to record: it does nothing and returns nil. It
+// returns httpmw.ErrNotProtected on a route without the middleware.
 func Checkpoint(c *gin.Context, point string, data []byte) error {
 	return httpcore.Checkpoint(c.Request.Context(), point, data)
 }

@@ -29,6 +29,7 @@ func (o *Options) config() httpcore.Config {
 		FailOpen:           o.FailOpen,
 		ProblemBase:        o.ProblemBase,
 		Shutdown:           o.Shutdown,
+		ShutdownGrace:      o.ShutdownGrace,
 		Logger:             o.Logger,
 		Compress:           o.Compress,
 		Dictionaries:       o.Dictionaries,

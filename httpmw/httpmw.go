@@ -9,9 +9,9 @@
 //
 // The handler runs on a context detached from the client's: a client that
 // gives up does not stop it halfway. It is cancelled only when its lease is
-// lost, at the store's MaxDuration, or when Options.Shutdown is done (its
-// cause is then ErrShutdown); pass it (r.Context()) to the calls the handler
-// makes.
+// lost, at the store's MaxDuration, or at the end of a graceful stop's grace
+// (its cause is then ErrShutdown; see below); pass it (r.Context()) to the
+// calls the handler makes.
 //
 // The defaults have names of their own, to build on: DefaultScope (a hash
 // of the Authorization or X-API-Key header; a request with neither gets
@@ -19,9 +19,35 @@
 // opt-in to one scope for all callers), DefaultFinal (which statuses are
 // stored) and DefaultProblemBase (where problem types point).
 //
-// Handlers find their key, their lease, derived keys for downstream
-// providers and recovery points in the request context: Key, Lease,
+// Handlers find their key, their attempt, derived keys for downstream
+// providers and recovery points in the request context: Key, Attempt,
 // DerivedKey, Checkpoint and RecoveryPoint.
+//
+// # A graceful stop
+//
+// A server that stops on SIGTERM cancels the context it passed as
+// Options.Shutdown and calls http.Server.Shutdown. What happens to a
+// request, in order:
+//
+//  1. http.Server.Shutdown closes the listeners and the idle connections:
+//     new connections go to the other instances.
+//  2. A request that still reaches the middleware (on a connection that was
+//     busy) is refused with 503 shutting-down, Retry-After and Connection:
+//     close, before anything is claimed.
+//  3. Handlers already running get Options.ShutdownGrace (default 5s) to
+//     finish: their outcomes are stored and sent as on any other day.
+//  4. The context of each handler still running is then cancelled, with
+//     cause ErrShutdown. A final answer it still gives is stored; otherwise
+//     its record is kept and only its lease ends, so that the client's
+//     retry, on another instance, takes the key over at once as attempt 2,
+//     with the last checkpoint (RecoveryPoint): the run is never forgotten,
+//     and never run again as if it had not started.
+//  5. http.Server.Shutdown returns once every handler has returned and its
+//     outcome is stored or its lease ended: give it a timeout above
+//     ShutdownGrace plus Options.Timeout (or the store's lease, if longer).
+//
+// A process that dies without this (SIGKILL, a crash) holds its keys until
+// their leases end; the retries then take over from the last checkpoint.
 package httpmw
 
 import (
@@ -40,8 +66,8 @@ func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler 
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			x, pass := core.Begin(w, r, nil)
 			switch {
-			case pass:
-				next.ServeHTTP(w, r)
+			case pass != nil:
+				next.ServeHTTP(w, pass)
 			case x != nil:
 				x.Run(func() { next.ServeHTTP(x.Recorder, x.Request) })
 			}
@@ -49,24 +75,32 @@ func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler 
 	}
 }
 
-// Key returns the request's idempotency key, or "" when it is not protected.
+// Key returns the request's idempotency key: "" when it has none, or the
+// middleware has not seen it.
 func Key(ctx context.Context) string { return httpcore.Key(ctx) }
 
-// Lease returns the request's lease on its key, or nil when it is not
-// protected. Its Attempt, RecoveryPoint and RecoveryData tell a handler
-// whether an earlier attempt died and where it got to.
-func Lease(ctx context.Context) *redisstore.Lease { return httpcore.Lease(ctx) }
+// Attempt returns which attempt at its key the request runs as: 1 for the
+// first, 2 or more when an earlier attempt ended without an answer (its
+// process died, or it was cut off) and this one took the key over, so the
+// side effects of that attempt may have happened: RecoveryPoint tells how
+// far it got. It returns 0 when the request is not protected.
+func Attempt(ctx context.Context) int { return httpcore.Attempt(ctx) }
 
 // DerivedKey returns the idempotency key to hand a downstream provider (a
 // payment API, say) for one step of the request: the same on every retry and
-// takeover, unique per (caller, key, step). It returns "" when the request is
-// not protected.
+// takeover, unique per (caller, key, step). For a request the middleware
+// runs unprotected (Optional without a key, FailOpen with Redis down) it is
+// a fresh random key per request and step, so the provider never gets an
+// empty key, but nothing dedupes that request's retries (Attempt is 0). It
+// returns "" on a route without the middleware.
 func DerivedKey(ctx context.Context, step string) string { return httpcore.DerivedKey(ctx, step) }
 
 // Checkpoint records that the handler reached point, with data a later
 // attempt needs to resume (say, the provider's charge ID), and extends the
 // lease. If this attempt dies, the next retry finds them with RecoveryPoint.
-// It returns ErrNotProtected when the request is not protected.
+// For a request the middleware runs unprotected (Optional without a key,
+// FailOpen) there is nothing to record: it does nothing and returns nil. It
+// returns ErrNotProtected on a route without the middleware.
 func Checkpoint(ctx context.Context, point string, data []byte) error {
 	return httpcore.Checkpoint(ctx, point, data)
 }

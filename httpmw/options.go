@@ -12,8 +12,9 @@ import (
 //go:generate go run ../internal/optgen
 
 // Options configures the middleware. The zero value gives the defaults.
-// Package ginmw has the same options, with Scope and Skip taking the
-// *gin.Context.
+// This is the one list of the middleware's options: package ginmw has the
+// same (internal/optgen writes them), with Scope and Skip taking the
+// *gin.Context, and ErrorHandler for Gin's error pattern.
 type Options struct {
 	// Header is the request header that carries the idempotency key: a bare
 	// token or an RFC 8941 string, 1 to 255 visible ASCII characters.
@@ -21,7 +22,10 @@ type Options struct {
 	Header string
 
 	// Optional lets requests without a key through, unprotected; otherwise
-	// they get 400. Default: false (the key is required).
+	// they get 400. Their handlers get Attempt 0, a fresh random DerivedKey
+	// per request (never an empty key, but nothing dedupes their retries),
+	// and a Checkpoint that records nothing and returns nil. Default: false
+	// (the key is required).
 	Optional bool
 
 	// Methods are the methods the middleware protects; requests with other
@@ -79,7 +83,11 @@ type Options struct {
 	// larger response still reaches the first client whole and is never
 	// run again; its replays get the original status and headers with a
 	// problem+json body of type response-too-large in place of the body.
-	// Default: 1 MiB.
+	// It also bounds replays: a stored response that decompresses to more
+	// than MaxResponseBytes plus 64 KiB of headers is taken for a corrupt
+	// record and answered 500 stored-response-unreadable (it is not run
+	// again), so lowering it makes larger responses stored before
+	// unreadable until Retention has passed. Default: 1 MiB.
 	MaxResponseBytes int
 
 	// Final decides which response statuses are final answers, stored and
@@ -131,13 +139,30 @@ type Options struct {
 	// problem's type URI. Default: DefaultProblemBase.
 	ProblemBase string
 
-	// Shutdown, when done, cancels the context of every handler still
-	// running (with cause ErrShutdown): pass a context your server cancels
-	// when it shuts down. A handler's context is otherwise detached from the
-	// client's: a client that gives up (times out, disconnects) does not
-	// stop the run, which completes and stores its outcome for the client's
-	// retry. Default: nil (only a lost lease or MaxDuration cancel it).
+	// Shutdown, when done, starts a graceful stop. New requests are
+	// refused with 503 shutting-down (with Retry-After and Connection:
+	// close) before anything is claimed, so their retries go to another
+	// instance; handlers still running get ShutdownGrace to finish and
+	// store their outcomes as usual. Then the context of each one still
+	// running is cancelled with cause ErrShutdown, and its record is kept
+	// with only its lease ended, so that its retry, on another instance,
+	// takes it over at once as the next attempt, from its last checkpoint.
+	// Pass a context your server cancels when it begins to stop (on
+	// SIGTERM), at or before http.Server.Shutdown, and give that a timeout
+	// above ShutdownGrace plus Timeout (or the store's lease, if longer):
+	// the time a cut-off run takes to end its lease. A handler's context is
+	// otherwise detached from the client's: a client that gives up (times
+	// out, disconnects) does not stop the run, which completes and stores
+	// its outcome for the client's retry. Default: nil (only a lost lease or
+	// MaxDuration cancel it).
 	Shutdown context.Context
+
+	// ShutdownGrace is how long handlers still running when Shutdown is
+	// done may go on before their contexts are cancelled. Keep it below
+	// the time your platform waits after SIGTERM, less the time to end the
+	// cut-off runs' leases (see Shutdown). A negative value cancels them at
+	// once. Default: 5s.
+	ShutdownGrace time.Duration
 
 	// Logger receives the errors the client is not told about, such as a
 	// failure to store an outcome after the response was made. Default:
@@ -181,13 +206,15 @@ var (
 	// middleware answers it with 500 scope-required.
 	ErrNoCredential = httpcore.ErrNoCredential
 
-	// ErrNotProtected is returned by Checkpoint for a request that the
-	// middleware let through without a lease (no middleware, an optional key
-	// absent, a safe method, or FailOpen with Redis down).
+	// ErrNotProtected is returned by Checkpoint for a request no
+	// idempotency middleware has seen: a route without it, or one it let
+	// through untouched (a safe method, Skip). A request it runs
+	// unprotected (Optional without a key, FailOpen) checkpoints nothing
+	// and gets nil.
 	ErrNotProtected = httpcore.ErrNotProtected
 
 	// ErrShutdown is the cause of the cancellation a handler's context sees
-	// when Options.Shutdown is done.
+	// when it is still running ShutdownGrace after Options.Shutdown is done.
 	ErrShutdown = httpcore.ErrShutdown
 )
 

@@ -87,8 +87,10 @@ type Event struct {
 	// Kind is the decision.
 	Kind Kind
 	// Route names what was called: for the middleware, the method and the
-	// route's pattern ("POST /v1/payments/{id}", Gin's FullPath, or the
-	// path when there is no pattern); for Store.Do, the Request's Label.
+	// route's pattern ("POST /v1/payments/{id}", Gin's FullPath), or the
+	// method and "unmatched" ("POST unmatched") when no pattern is known,
+	// never the path a client chose; for Store.Do, the Request's Label.
+	// From a store it is fit for a label (see Label and Safe).
 	Route string
 	// Attempt is the attempt that ran or holds the key, when known: 1 for a
 	// first run, n for the nth takeover. Zero when unknown.
@@ -152,7 +154,9 @@ type Call struct {
 // Observer receives every decision and every Redis call. Its methods are
 // called synchronously, from the goroutine that made the decision or the
 // call, so they must be fast and safe for concurrent use. ctx is the
-// request's (or Do's) context, for tracing.
+// request's (or Do's) context, for tracing. A store calls its Observer
+// through Safe: a panic in a method is recovered and logged, and never
+// reaches the request.
 type Observer interface {
 	Event(ctx context.Context, e *Event)
 	Redis(ctx context.Context, c *Call)

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/idemkey/idemkey v0.0.0
+	github.com/idemkey/idemkey v0.2.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0
@@ -28,4 +28,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
+// For development in this repository only: build against the main module
+// beside this one. A program that requires this module resolves the version
+// required above (replace directives apply only in the main module).
 replace github.com/idemkey/idemkey => ../

@@ -70,8 +70,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/observe/metrics"
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter.
@@ -89,8 +89,16 @@ type Options struct {
 
 	// Route maps an event's route to the route attribute of the metrics
 	// (every distinct value is a series kept for ever) and the spans. It
-	// must be safe for concurrent use. Default: the route as it is.
+	// must be safe for concurrent use. What it returns is bounded as the
+	// route is (see MaxRoutes). Default: the route as it is.
 	Route func(route string) string
+
+	// MaxRoutes is how many distinct route values the metrics and spans
+	// carry: once as many have been seen, every new route is "other"
+	// (metrics.OtherRoute), so that no input grows the series (or this
+	// observer's memory) without bound. Every value is valid UTF-8 and at
+	// most 256 bytes. Default: 512 (metrics.DefaultMaxRoutes).
+	MaxRoutes int
 
 	// KeyHashSecret, if set, adds idemkey.key_hash (observe.Event.KeyHash
 	// with this secret) to the spans, so that operators can find a key's
@@ -103,6 +111,7 @@ type Options struct {
 type Observer struct {
 	tracer trace.Tracer
 	route  func(string) string
+	routes *metrics.Routes
 	secret []byte
 
 	requests, takeovers, fenced metric.Int64Counter
@@ -136,8 +145,11 @@ const maxPending = 4096
 var _ observe.Observer = (*Observer)(nil)
 
 // New returns an Observer. It fails if the meter provider refuses an
-// instrument.
+// instrument, or if opts.MaxRoutes is negative.
 func New(opts Options) (*Observer, error) {
+	if opts.MaxRoutes < 0 {
+		return nil, fmt.Errorf("idemkey otel: negative MaxRoutes %d", opts.MaxRoutes)
+	}
 	tp, mp := opts.TracerProvider, opts.MeterProvider
 	if tp == nil {
 		tp = gotel.GetTracerProvider()
@@ -145,7 +157,7 @@ func New(opts Options) (*Observer, error) {
 	if mp == nil {
 		mp = gotel.GetMeterProvider()
 	}
-	o := &Observer{tracer: tp.Tracer(ScopeName), route: opts.Route, secret: opts.KeyHashSecret,
+	o := &Observer{tracer: tp.Tracer(ScopeName), route: opts.Route, routes: metrics.NewRoutes(opts.MaxRoutes), secret: opts.KeyHashSecret,
 		pending: map[parent]*calls{}, maxWait: time.Second}
 	m := mp.Meter(ScopeName)
 	var err error
@@ -194,6 +206,7 @@ func (o *Observer) Event(ctx context.Context, e *observe.Event) {
 	if o.route != nil {
 		route = o.route(route)
 	}
+	route = o.routes.Label(route)
 	outcome := metrics.Outcome(e.Kind)
 	if outcome != "" {
 		o.requests.Add(ctx, 1, o.attrSet(metrics.Requests.Labels, route, outcome))

@@ -22,9 +22,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/internal/observetest"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/observe/metrics"
 	"github.com/idemkey/idemkey/redisstore"
 )
 

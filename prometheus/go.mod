@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/idemkey/idemkey v0.0.0
+	github.com/idemkey/idemkey v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
@@ -26,4 +26,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// For development in this repository only: build against the main module
+// beside this one. A program that requires this module resolves the version
+// required above (replace directives apply only in the main module).
 replace github.com/idemkey/idemkey => ../

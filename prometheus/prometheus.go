@@ -20,11 +20,14 @@
 // its key back: 5xx, panic), unavailable (Redis failed: 503), rejected
 // (refused before any claim: no key, bad key, body too large), expired
 // (only the outcome's tombstone was left) and fail_open (ran unprotected
-// with Redis down). The route label is the route's pattern ("POST
-// /v1/payments/{id}", Gin's FullPath), or the path where the router gives
-// no pattern: set Options.Route to bound it then. 'idemkey serve' exposes
-// the same metrics, with the same names, types, labels and help, from the
-// standard library alone.
+// with Redis down). The route label is the method and the route's pattern
+// ("POST /v1/payments/{id}", Gin's FullPath), "POST unmatched" where the
+// middleware saw no pattern (never the path), or Store.Do's Request.Label.
+// It is bounded whatever it is sent: valid UTF-8, at most 256 bytes, and at
+// most Options.MaxRoutes distinct values (then "other"). 'idemkey serve'
+// exposes the same metrics, with the same names, types, labels and help,
+// from the standard library alone; their description is package
+// github.com/idemkey/idemkey/observe/metrics, for exporters of your own.
 //
 // # Why a module of its own
 //
@@ -42,8 +45,8 @@ import (
 
 	prom "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/observe/metrics"
 )
 
 // Options configures New. The zero value gives the defaults.
@@ -54,11 +57,18 @@ type Options struct {
 	// prometheus.DefaultRegisterer.
 	Registerer prom.Registerer
 
-	// Route maps an event's route to the route label, for instance to fold
-	// paths into patterns where the router gives none: every distinct label
-	// value is a series kept for ever. It must be safe for concurrent use.
-	// Default: the route as it is.
+	// Route maps an event's route to the route label, for instance to
+	// rename routes or fold several into one: every distinct label value is
+	// a series kept for ever. It must be safe for concurrent use. What it
+	// returns is bounded as the route is (see MaxRoutes). Default: the route
+	// as it is.
 	Route func(route string) string
+
+	// MaxRoutes is how many distinct route label values the metrics keep:
+	// once as many have been seen, every new route counts as "other"
+	// (metrics.OtherRoute), so that no input grows the registry without
+	// bound. Default: 512 (metrics.DefaultMaxRoutes).
+	MaxRoutes int
 
 	// Buckets are the upper bounds, in seconds, of idemkey_redis_seconds's
 	// buckets. Default: 100µs to 2.5s, 14 buckets (the buckets 'idemkey
@@ -70,6 +80,7 @@ type Options struct {
 // metrics. It is safe for concurrent use.
 type Observer struct {
 	route     func(string) string
+	routes    *metrics.Routes
 	requests  *prom.CounterVec
 	takeovers *prom.CounterVec
 	fenced    *prom.CounterVec
@@ -81,8 +92,12 @@ var _ observe.Observer = (*Observer)(nil)
 
 // New returns an Observer whose metrics are registered with
 // opts.Registerer. It fails if a metric of the same name but another kind,
-// help or labels is registered there already.
+// help or labels is registered there already, or if opts.MaxRoutes is
+// negative.
 func New(opts Options) (*Observer, error) {
+	if opts.MaxRoutes < 0 {
+		return nil, fmt.Errorf("idemkey prometheus: negative MaxRoutes %d", opts.MaxRoutes)
+	}
 	if opts.Registerer == nil {
 		opts.Registerer = prom.DefaultRegisterer
 	}
@@ -91,6 +106,7 @@ func New(opts Options) (*Observer, error) {
 	}
 	o := &Observer{
 		route:     opts.Route,
+		routes:    metrics.NewRoutes(opts.MaxRoutes),
 		requests:  prom.NewCounterVec(counterOpts(&metrics.Requests), metrics.Requests.Labels),
 		takeovers: prom.NewCounterVec(counterOpts(&metrics.Takeovers), metrics.Takeovers.Labels),
 		fenced:    prom.NewCounterVec(counterOpts(&metrics.Fenced), metrics.Fenced.Labels),
@@ -141,18 +157,21 @@ func register[C prom.Collector](r prom.Registerer, c C) (C, error) {
 // request, idemkey_takeovers_total and idemkey_fenced_total, and
 // idemkey_leases_held up when a run starts and down when it ends.
 func (o *Observer) Event(_ context.Context, e *observe.Event) {
-	route := e.Route
-	if o.route != nil {
-		route = o.route(route)
-	}
-	if out := metrics.Outcome(e.Kind); out != "" {
-		o.requests.WithLabelValues(route, out).Inc()
-	}
-	switch e.Kind {
-	case observe.TookOver:
-		o.takeovers.WithLabelValues(route).Inc()
-	case observe.Fenced:
-		o.fenced.WithLabelValues(route).Inc()
+	if out := metrics.Outcome(e.Kind); out != "" || e.Kind == observe.TookOver {
+		route := e.Route
+		if o.route != nil {
+			route = o.route(route)
+		}
+		route = o.routes.Label(route)
+		if out != "" {
+			o.requests.WithLabelValues(route, out).Inc()
+		}
+		switch e.Kind {
+		case observe.TookOver:
+			o.takeovers.WithLabelValues(route).Inc()
+		case observe.Fenced:
+			o.fenced.WithLabelValues(route).Inc()
+		}
 	}
 	if d := metrics.LeaseDelta(e.Kind); d != 0 {
 		o.leases.Add(float64(d))

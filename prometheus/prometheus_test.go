@@ -19,6 +19,7 @@ import (
 	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/internal/observetest"
 	"github.com/idemkey/idemkey/observe"
+	spec "github.com/idemkey/idemkey/observe/metrics"
 )
 
 // snapshot returns every series of reg, named as observetest.Series does;
@@ -135,7 +136,7 @@ func TestServeExportsTheSameMetrics(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, want.String(), text.String())
-	for _, m := range metrics.All {
+	for _, m := range spec.All {
 		require.Contains(t, text.String(), "# HELP "+m.Name+" ")
 		require.Contains(t, text.String(), "# TYPE "+m.Name+" "+string(m.Type)+"\n")
 	}

@@ -65,16 +65,12 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 		}
 		return nil, err
 	}
-	if s.opts.Observer != nil {
-		kind := map[Status]observe.Kind{Claimed: observe.Claimed, TookOver: observe.TookOver, Replayed: observe.Replayed}[c.Status]
-		e := observe.NewEvent(kind, req.Scope, req.Key)
-		e.Route, e.Status = req.Label, c.Response.Code
-		if c.Lease != nil {
-			e.Attempt = c.Lease.Attempt
-		}
-		s.opts.Observer.Event(ctx, &e)
-	}
 	if c.Status == Replayed {
+		if s.opts.Observer != nil {
+			e := observe.NewEvent(observe.Replayed, req.Scope, req.Key)
+			e.Route, e.Status = req.Label, c.Response.Code
+			s.opts.Observer.Event(ctx, &e)
+		}
 		switch c.Response.Code {
 		case doSucceeded:
 			return &Result{Data: c.Response.Body, Replayed: true}, nil
@@ -91,6 +87,17 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := l.Supervise(cancel)
+	if s.opts.Observer != nil {
+		// Once the heartbeat runs: an observer that blocks cannot let the
+		// lease run out before fn has even started.
+		kind := observe.Claimed
+		if l.Attempt > 1 {
+			kind = observe.TookOver
+		}
+		e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
+		e.Route, e.Attempt = l.req.Label, l.Attempt
+		s.opts.Observer.Event(ctx, &e)
+	}
 	data, panicked, err := call(fctx, l, fn)
 	stop()
 

@@ -109,7 +109,9 @@ type Options struct {
 
 	// Observer, if set, receives every decision the store, Store.Do and the
 	// HTTP middleware on this store make, and every Redis call (package
-	// observe). It is called synchronously: keep it fast. Default: nil.
+	// observe). It is called synchronously: keep it fast. The store calls
+	// it through observe.Safe, so its panics never reach a request, and
+	// Options returns it so wrapped. Default: nil.
 	Observer observe.Observer
 
 	// MaxDuration bounds how long an operation may run: past it, the
@@ -185,6 +187,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	case opts.Replicas < 0 || opts.ReplicaTimeout < 0:
 		return nil, fmt.Errorf("redisstore: negative replicas %d or replica timeout %v", opts.Replicas, opts.ReplicaTimeout)
 	}
+	opts.Observer = observe.Safe(opts.Observer) // an observer's panic never reaches a request
 	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
 		NotReplicated: notReplicated, Observer: opts.Observer})
 	if err != nil {

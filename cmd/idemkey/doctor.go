@@ -54,7 +54,7 @@ type doctorReport struct {
 func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("doctor", "[--redis URL] [--prefix idem:] [--replicas N] [--json]", doctorAbout, stderr)
 	var (
-		redisURL = fs.String("redis", defaultRedisURL(), "Redis `URL` (redis://host:port/db or host:port); default $REDIS_URL, else redis://127.0.0.1:6379/0")
+		redisURL = redisFlag(fs, "Redis `URL` (redis://host:port/db or host:port); default $REDIS_URL, else redis://127.0.0.1:6379/0")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		replicas = fs.Int("replicas", 0, "the store's redisstore.Options.Replicas, checked against the replicas online")
 		asJSON   = fs.Bool("json", false, "print the report as one JSON object")
@@ -68,7 +68,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *replicas < 0 {
 		return usageError(stderr, "doctor", "--replicas must not be negative")
 	}
-	url := *redisURL
+	url := redisURL()
 	if url == "" {
 		url = "redis://127.0.0.1:6379/0"
 	}
@@ -76,9 +76,9 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		url = "redis://" + url // host:port
 	}
 	redis.SetLogger(quietRedisLog{}) // a failure to connect is reported once, below
-	rep := doctorReport{Redis: url, Prefix: *prefix}
+	rep := doctorReport{Redis: redactURL(url), Prefix: *prefix}
 	if o, err := redisOptions(url); err == nil {
-		rep.Redis = optionsName(o) // as when connected, and without credentials
+		rep.Redis = optionsName(o) // as when connected
 	}
 	unreachable := func(err error) int {
 		fmt.Fprintf(stderr, "idemkey doctor: %v\n", err)
@@ -154,7 +154,7 @@ func clusterAware(ctx context.Context, rdb *redis.Client) (redis.UniversalClient
 		TLSConfig: o.TLSConfig, ContextTimeoutEnabled: true})
 	if err := cc.Ping(ctx).Err(); err != nil {
 		_ = cc.Close()
-		return nil, fmt.Errorf("redis cluster at %s: %w", o.Addr, err)
+		return nil, scrubbed(fmt.Errorf("redis cluster at %s: %w", addrName(o.Addr), err), o)
 	}
 	return cc, nil
 }

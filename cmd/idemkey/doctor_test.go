@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/internal/redistest"
+	spec "github.com/idemkey/idemkey/observe/metrics"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -154,7 +155,7 @@ func TestServeMetrics(t *testing.T) {
 	require.Equal(t, 3.0, samples[`idemkey_redis_seconds_count{script="claim"}`])
 	require.Equal(t, 3.0, samples[`idemkey_redis_seconds_bucket{script="claim",le="+Inf"}`])
 	require.Equal(t, 1.0, samples[`idemkey_redis_seconds_count{script="complete"}`])
-	for _, m := range []*metrics.Metric{&metrics.Requests, &metrics.LeasesHeld, &metrics.RedisSeconds} {
+	for _, m := range []*spec.Metric{&spec.Requests, &spec.LeasesHeld, &spec.RedisSeconds} {
 		require.Equal(t, string(m.Type), types[m.Name], m.Name)
 		require.NotEmpty(t, help[m.Name], m.Name)
 	}

@@ -58,7 +58,7 @@ const (
 func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("forget", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--force] [--yes] KEY", forgetAbout, stderr)
 	var (
-		redisURL = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
+		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		lease    = fs.Duration("lease", 10*time.Second, "the store's `lease` (redisstore.Options.Lease), for the grace after a Redis restart")
 		force    = fs.Bool("force", false, "forget a record whose lease is live too, fencing its owner")
@@ -79,7 +79,7 @@ func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !*yes && !forgetStdinIsTerminal() {
 		return usageError(stderr, "forget", "stdin is not a terminal, so forget cannot ask before it forgets: pass --yes to forget without asking")
 	}
-	store, closeStore, code := openOperatorStore(ctx, "forget", *redisURL, *prefix, *lease, stderr)
+	store, closeStore, code := openOperatorStore(ctx, "forget", redisURL(), *prefix, *lease, stderr)
 	if store == nil {
 		return code
 	}

@@ -49,7 +49,7 @@ const bodyPreview = 2048
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--dict FILE]... [--json] KEY", inspectAbout, stderr)
 	var (
-		redisURL = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
+		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		names    = addRecordFlags(fs)
 		asJSON   = fs.Bool("json", false, "print the record as one JSON object")
@@ -64,7 +64,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "inspect", "%v", err)
 	}
-	addr := *redisURL
+	addr := redisURL()
 	if addr == "" {
 		addr = "127.0.0.1:6379"
 	}

@@ -93,7 +93,7 @@ func newLSEntry(prefix string, sc *redisstore.Scanned, now time.Time) lsEntry {
 func ls(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ls", "[--redis URL] [--prefix idem:] [--state started|released|completed] [--older D] [--expired] [--json]", lsAbout, stderr)
 	var (
-		redisURL = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
+		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		state    = fs.String("state", "", "list only records in this `state`: started, released or completed")
 		older    = fs.Duration("older", 0, "list only records first claimed more than this `duration` ago (started and released ones)")
@@ -115,7 +115,7 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *older < 0 {
 		return usageError(stderr, "ls", "--older must not be negative")
 	}
-	store, closeStore, code := openOperatorStore(ctx, "ls", *redisURL, *prefix, 0, stderr)
+	store, closeStore, code := openOperatorStore(ctx, "ls", redisURL(), *prefix, 0, stderr)
 	if store == nil {
 		return code
 	}

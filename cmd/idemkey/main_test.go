@@ -60,10 +60,16 @@ type result struct {
 // runBin runs the binary to completion, killing it after timeout.
 func runBin(t *testing.T, timeout time.Duration, args ...string) result {
 	t.Helper()
+	return runBinEnv(t, timeout, nil, args...)
+}
+
+// runBinEnv is runBin with variables added to childEnv.
+func runBinEnv(t *testing.T, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,9 +52,11 @@ instead of getting 409 at once (--wait 0 gives the plain 409 contract).
                         connection is closed without an answer; a retry with
                         the same key gets the stored answer
 
-Stops gracefully on SIGINT or SIGTERM. Exit status: 0 after a clean stop,
-1 if Redis or the listener fails, 2 on a usage error, 3 after a
-crash-after-charge drill.
+Stops gracefully on SIGINT or SIGTERM: new requests get 503 shutting-down,
+running ones --shutdown-grace to finish; those still running are then cut
+off, and their retries (on another instance) take over from the last
+checkpoint. Exit status: 0 after a clean stop, 1 if Redis or the listener
+fails, 2 on a usage error, 3 after a crash-after-charge drill.
 `
 
 // crashExitCode is the exit status of a crash-after-charge drill.
@@ -62,14 +65,15 @@ const crashExitCode = 3
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", "[flags]", serveAbout, stderr)
 	var (
-		addr      = fs.String("addr", "127.0.0.1:8080", "listen `address`; port 0 picks a free one")
-		redisURL  = fs.String("redis", defaultRedisURL(), "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else embedded miniredis")
-		lease     = fs.Duration("lease", 10*time.Second, "idempotency lease: how long a crashed attempt blocks its key")
-		retention = fs.Duration("retention", 24*time.Hour, "how long completed outcomes are replayed")
-		latency   = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
-		wait      = fs.Duration("wait", 2*time.Second, "how long a duplicate waits for the first attempt before 409")
-		faults    = fs.Bool("faults", false, "enable the X-Demo-Fault header for fault drills")
-		plain     = fs.Bool("no-pipeline", false, "send each store call on its own instead of through go-redis's auto-pipeliner")
+		addr       = fs.String("addr", "127.0.0.1:8080", "listen `address`; port 0 picks a free one")
+		redisValue = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else embedded miniredis")
+		lease      = fs.Duration("lease", 10*time.Second, "idempotency lease: how long a crashed attempt blocks its key")
+		retention  = fs.Duration("retention", 24*time.Hour, "how long completed outcomes are replayed")
+		latency    = fs.Duration("provider-latency", 50*time.Millisecond, "time each call to the simulated provider takes")
+		wait       = fs.Duration("wait", 2*time.Second, "how long a duplicate waits for the first attempt before 409")
+		grace      = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long running requests may go on before they are cut off (their retries take over); 0 cuts them off at once")
+		faults     = fs.Bool("faults", false, "enable the X-Demo-Fault header for fault drills")
+		plain      = fs.Bool("no-pipeline", false, "send each store call on its own instead of through go-redis's auto-pipeliner")
 	)
 	if code, stop := parseFlags(fs, args); stop {
 		return code
@@ -80,15 +84,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *wait < 0 || *latency < 0 {
 		return usageError(stderr, "serve", "--wait and --provider-latency must not be negative")
 	}
-	if *redisURL != "" {
-		if _, err := redisOptions(*redisURL); err != nil {
+	redisURL := redisValue()
+	if redisURL != "" {
+		if _, err := redisOptions(redisURL); err != nil {
 			return usageError(stderr, "serve", "%v", err)
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
 	var rdb *redis.Client
-	if *redisURL == "" {
+	if redisURL == "" {
 		mr, c, err := embedded()
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
@@ -98,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rdb = c
 		fmt.Fprintf(stdout, "redis: embedded miniredis at redis://%s (in memory, gone on exit; set --redis or %s for a real Redis)\n", mr.Addr(), redisEnv)
 	} else {
-		c, err := connect(ctx, *redisURL)
+		c, err := connect(ctx, redisURL)
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
 			return 1
@@ -118,7 +123,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "serve", "%v", err)
 	}
-	if *redisURL != "" {
+	if redisURL != "" {
 		// Check through the client itself: through the pipeliner, which
 		// hides it, Check could not tell a single node from a Ring.
 		opts := store.Options()
@@ -132,7 +137,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	api, err := payments.New(payments.Config{
 		Redis:           rdb,
 		Store:           store,
-		Idempotency:     ginmw.Options{Wait: *wait, Logger: logger},
+		Idempotency:     ginmw.Options{Wait: *wait, Shutdown: ctx, ShutdownGrace: cmp.Or(max(*grace, 0), -1), Logger: logger},
 		ProviderLatency: *latency,
 		Faults:          *faults,
 		Crash: func() {
@@ -149,7 +154,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		so.Prefix, so.Lease, so.Retention, "demo:", *wait)
 	if *faults {
 		fmt.Fprintf(stdout, "fault drills on: %s: %s | %s | %s\n", payments.FaultHeader, payments.FaultProviderUnavailable, payments.FaultCrashAfterCharge, payments.FaultDropResponse)
-		if *redisURL == "" {
+		if redisURL == "" {
 			fmt.Fprintln(stdout, "note: a crash drill takes the embedded Redis down with it; use --redis to resume after a restart")
 		}
 	}
@@ -179,7 +184,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Running requests get the grace, then those cut off end their leases.
+	sctx, cancel := context.WithTimeout(context.Background(), max(*grace, 0)+max(*lease, 2*time.Second)+5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		fmt.Fprintf(stderr, "idemkey serve: shutdown: %v\n", err)

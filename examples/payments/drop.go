@@ -34,7 +34,7 @@ func (w *dropWriter) drop() bool {
 	if w.dropped {
 		return true
 	}
-	if ginmw.Lease(w.c) == nil {
+	if ginmw.Attempt(w.c) == 0 { // not protected: no execution
 		return false
 	}
 	w.dropped = true

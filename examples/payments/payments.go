@@ -224,7 +224,7 @@ func (a *API) createPayment(c *gin.Context) {
 
 	var done Charged
 	if point, data := ginmw.RecoveryPoint(c); point == RecoveryCharged && json.Unmarshal(data, &done) == nil && done.PaymentID != "" {
-		a.cfg.Logger.Info("payments: resuming after the charge", "key", ginmw.Key(c), "charge", done.Charge.ID, "attempt", ginmw.Lease(c).Attempt)
+		a.cfg.Logger.Info("payments: resuming after the charge", "key", ginmw.Key(c), "charge", done.Charge.ID, "attempt", ginmw.Attempt(c))
 	} else {
 		// A charge made by an attempt that died before its checkpoint comes
 		// back from the provider's dedupe on the derived key.

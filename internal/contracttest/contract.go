@@ -41,6 +41,8 @@ func run(t *testing.T, mount Mount, b backend) {
 	runExactlyOnce(t, mount, b)
 	runObserve(t, mount, b)
 	runMemory(t, mount, b)
+	runInterrupt(t, mount, b)
+	runIssue22(t, mount, b)
 	payment := `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	t.Run("first request runs; a retry replays status, body and headers", func(t *testing.T) {
@@ -471,7 +473,7 @@ func run(t *testing.T, mount Mount, b backend) {
 		r := e.do(req{key: key, body: payment})
 		require.Equal(t, http.StatusCreated, r.status)
 		require.Contains(t, string(r.body), `"amount": 1200`, "the handler read the body")
-		require.Equal(t, 1, e.app.runsOf(""))
+		require.Equal(t, 1, e.app.runsOf(key), "run unprotected, with its key")
 	})
 }
 
@@ -509,6 +511,12 @@ var errDead = errors.New("connection lost (test)")
 func (f *faultyClient) kill() {
 	f.mu.Lock()
 	f.dead = true
+	f.mu.Unlock()
+}
+
+func (f *faultyClient) revive() {
+	f.mu.Lock()
+	f.dead = false
 	f.mu.Unlock()
 }
 

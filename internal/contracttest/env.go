@@ -235,10 +235,15 @@ type app struct {
 	opened  sync.Once
 	started chan string  // /slow and /checkpoint report their start
 	fails   atomic.Int64 // /flaky fails while positive
+	// attempts are the attempt numbers /cutoff ran with, by key.
+	attempts map[string][]int
+	// causes receives why /cutoff's context ended.
+	causes chan error
 }
 
 func newApp() *app {
-	return &app{runs: map[string]int{}, charges: map[string]int{}, gate: make(chan struct{}), started: make(chan string, 1000)}
+	return &app{runs: map[string]int{}, charges: map[string]int{}, gate: make(chan struct{}), started: make(chan string, 1000),
+		attempts: map[string][]int{}, causes: make(chan error, 100)}
 }
 
 // open lets every waiting handler finish.
@@ -256,6 +261,12 @@ func (a *app) runsOf(key string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.runs[key]
+}
+
+func (a *app) attemptsOf(key string) []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.attempts[key]
 }
 
 func (a *app) chargesOf(key string) int {
@@ -377,6 +388,35 @@ func (a *app) handler() http.Handler {
 			http.Error(w, "cancelled after the charge", http.StatusInternalServerError)
 		}
 	})
+	// A first attempt charges, then works until the gate opens or its
+	// context ends (503: it gave up after the charge); a later attempt
+	// (a takeover) knows an earlier one may have charged and finishes.
+	mux.HandleFunc("/cutoff", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		ctx := r.Context()
+		key := httpcore.Key(ctx)
+		attempt := httpcore.Attempt(ctx)
+		a.mu.Lock()
+		a.attempts[key] = append(a.attempts[key], attempt)
+		if attempt <= 1 {
+			a.charges[key]++
+		}
+		a.mu.Unlock()
+		if attempt > 1 {
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, "finished by attempt %d", attempt)
+			return
+		}
+		a.started <- key
+		select {
+		case <-a.gate:
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, "finished by attempt 1")
+		case <-ctx.Done():
+			a.causes <- context.Cause(ctx)
+			http.Error(w, "cut off after the charge", http.StatusServiceUnavailable)
+		}
+	})
 	// A cookie set under a header key that is not canonical.
 	mux.HandleFunc("/rawcookie", func(w http.ResponseWriter, r *http.Request) {
 		a.count(r)
@@ -413,6 +453,28 @@ func (a *app) handler() http.Handler {
 		w.Header().Set("X-Keep", "kept")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
+	})
+	// A handler that charges with derived keys and checkpoints, answering
+	// 201 "<charge key> <same step again> <refund key> <attempt>" unless the
+	// checkpoint fails (500).
+	mux.HandleFunc("/steps", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		ctx := r.Context()
+		charge, again, refund := httpcore.DerivedKey(ctx, "charge"), httpcore.DerivedKey(ctx, "charge"), httpcore.DerivedKey(ctx, "refund")
+		if err := httpcore.Checkpoint(ctx, "charged", []byte(charge)); err != nil {
+			http.Error(w, "checkpoint: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s %s %s %d", charge, again, refund, httpcore.Attempt(ctx))
+	})
+	// ?n= zero bytes: compresses to almost nothing.
+	mux.HandleFunc("/zeros", func(w http.ResponseWriter, r *http.Request) {
+		a.count(r)
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(make([]byte, n))
 	})
 	mux.HandleFunc("/derived", func(w http.ResponseWriter, r *http.Request) {
 		a.count(r)

@@ -13,10 +13,16 @@ import (
 // zstdMagic starts every zstd frame; stored frames leave it out.
 var zstdMagic = [4]byte{0x28, 0xb5, 0x2f, 0xfd}
 
-// maxDecoded bounds what a stored response may decompress to. Redis strings
-// stop at 512 MiB and MaxResponseBytes is far below by default: a frame that
-// claims more is corrupt.
+// maxDecoded bounds what a stored response may decompress to when the codec
+// is not told MaxResponseBytes (tools that read any record): Redis strings
+// stop at 512 MiB, so a frame that claims more is corrupt.
 const maxDecoded = 1 << 30
+
+// HeaderAllowance is what the headers of a stored response may add to
+// MaxResponseBytes before the middleware stores it compressed: a compressed
+// response that decompresses to more than MaxResponseBytes plus this is
+// corrupt. Responses with more header bytes are stored uncompressed.
+const HeaderAllowance = 64 << 10
 
 // minCompress is the smallest payload worth a try: a zstd frame costs at
 // least 6 bytes, and without a dictionary nothing this short shrinks.
@@ -35,6 +41,12 @@ type Compression struct {
 	// Dictionaries are zstd dictionaries: the first compresses (and turns
 	// compression on), and all of them decode.
 	Dictionaries [][]byte
+	// MaxResponseBytes is the largest body a stored response can have (the
+	// middleware's Options.MaxResponseBytes). A compressed response that
+	// decompresses to more than MaxResponseBytes plus HeaderAllowance is
+	// corrupt (however small its record), and a response larger than that
+	// is stored uncompressed. 0 bounds decompression by 1 GiB only.
+	MaxResponseBytes int
 }
 
 // ResponseCodec encodes responses for storage and decodes them for replay,
@@ -43,21 +55,23 @@ type Compression struct {
 // it compresses. A nil *ResponseCodec stores uncompressed. It is safe for
 // concurrent use.
 type ResponseCodec struct {
-	enc  *zstd.Encoder                 // nil: store uncompressed
-	dec  func() (*zstd.Decoder, error) // made on first need
-	dict uint32                        // the ID of the dictionary enc uses, 0 for none
+	enc   *zstd.Encoder                 // nil: store uncompressed
+	dec   func() (*zstd.Decoder, error) // made on first need
+	dict  uint32                        // the ID of the dictionary enc uses, 0 for none
+	limit uint64                        // the most a stored payload may be, decompressed
 }
 
-// The codecs without dictionaries are shared by every Guard (a zstd encoder
-// or decoder keeps buffers per concurrent call; one of each is plenty).
+// The encoder and decoder without dictionaries are shared by every Guard (a
+// zstd encoder or decoder keeps buffers per concurrent call; one of each is
+// plenty).
 var (
 	plainDecoder = sync.OnceValues(func() (*zstd.Decoder, error) { return newDecoder(nil) })
-	plainZstd    = sync.OnceValue(func() *ResponseCodec {
+	plainEncoder = sync.OnceValue(func() *zstd.Encoder {
 		enc, err := newEncoder(nil)
 		if err != nil {
 			panic(err) // no dictionary: only a bug in the options could fail
 		}
-		return &ResponseCodec{enc: enc, dec: plainDecoder}
+		return enc
 	})
 )
 
@@ -65,11 +79,18 @@ var (
 // zstd dictionary (as idemkey dict train writes them), has ID 0, or shares
 // its ID with another.
 func NewResponseCodec(c Compression) (*ResponseCodec, error) {
+	limit := uint64(maxDecoded)
+	if c.MaxResponseBytes > 0 {
+		limit = uint64(c.MaxResponseBytes) + HeaderAllowance
+	}
 	if len(c.Dictionaries) == 0 {
-		if !c.On {
-			return nil, nil
+		switch {
+		case c.On:
+			return &ResponseCodec{enc: plainEncoder(), dec: plainDecoder, limit: limit}, nil
+		case c.MaxResponseBytes > 0:
+			return &ResponseCodec{dec: plainDecoder, limit: limit}, nil
 		}
-		return plainZstd(), nil
+		return nil, nil
 	}
 	seen := make(map[uint32]bool, len(c.Dictionaries))
 	for i, d := range c.Dictionaries {
@@ -91,7 +112,7 @@ func NewResponseCodec(c Compression) (*ResponseCodec, error) {
 		return nil, fmt.Errorf("idemkey: dictionaries: %w", err)
 	}
 	id, _ := DictionaryID(c.Dictionaries[0])
-	return &ResponseCodec{enc: enc, dec: func() (*zstd.Decoder, error) { return dec, nil }, dict: id}, nil
+	return &ResponseCodec{enc: enc, dec: func() (*zstd.Decoder, error) { return dec, nil }, dict: id, limit: limit}, nil
 }
 
 // DictionaryID returns the ID of a zstd dictionary, or an error if d is not
@@ -122,7 +143,8 @@ func newEncoder(dict []byte) (*zstd.Encoder, error) {
 }
 
 func newDecoder(dicts [][]byte) (*zstd.Decoder, error) {
-	opts := []zstd.DOption{zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecoded)}
+	// DecodeAll writes no more than its buffer holds (see decompress).
+	opts := []zstd.DOption{zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecoded), zstd.WithDecodeAllCapLimit(true)}
 	if len(dicts) > 0 {
 		opts = append(opts, zstd.WithDecoderDicts(dicts...))
 	}
@@ -143,8 +165,8 @@ func (c *ResponseCodec) Compresses() (on bool, dictionary uint32) {
 func (c *ResponseCodec) Append(dst []byte, h http.Header, body []byte, omitted bool) []byte {
 	start := len(dst)
 	dst = appendResponse(dst, h, body, omitted)
-	if c == nil || c.enc == nil || len(dst)-start-1 < minCompress {
-		return dst
+	if n := len(dst) - start - 1; c == nil || c.enc == nil || n < minCompress || uint64(n) > c.limit {
+		return dst // beyond the limit only with huge headers: stored as is, replayable
 	}
 	payload := dst[start+1:]
 	// Compress after the raw payload and keep the frame only if it is
@@ -195,11 +217,21 @@ func (c *ResponseCodec) decompress(frame []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: no decoder: %v", ErrCorruptResponse, err)
 	}
+	limit := uint64(maxDecoded)
+	if c != nil {
+		limit = c.limit
+	}
 	full := make([]byte, 0, len(zstdMagic)+len(frame))
 	full = append(append(full, zstdMagic[:]...), frame...)
 	var h zstd.Header
-	if err := h.Decode(full); err != nil || !h.HasFCS || h.FrameContentSize > maxDecoded {
+	if err := h.Decode(full); err != nil || !h.HasFCS {
 		return nil, ErrCorruptResponse
+	}
+	if h.FrameContentSize > limit {
+		// More than the middleware could have stored: a corrupt record, or
+		// one stored under a larger MaxResponseBytes.
+		return nil, fmt.Errorf("%w: it decompresses to %d bytes, more than MaxResponseBytes plus %d bytes of headers",
+			ErrCorruptResponse, h.FrameContentSize, HeaderAllowance)
 	}
 	// Room for what the frame says it holds, but no more than its blocks
 	// can hold (a block of at least 4 bytes makes at most 128 KiB): a

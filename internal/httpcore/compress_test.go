@@ -291,3 +291,37 @@ func TestFrameOverhead(t *testing.T) {
 	t.Logf("payment body %d B: stored %d B, of which 1 B version and flags and %d B frame header (the 4-byte magic number not stored)",
 		len(body), len(stored), h.HeaderSize-4)
 }
+
+// TestDecodeBoundedByMaxResponseBytes: a stored response may decompress to
+// no more than MaxResponseBytes plus HeaderAllowance (issue 22 item 9: a
+// few hundred bytes of record inflated to megabytes).
+func TestDecodeBoundedByMaxResponseBytes(t *testing.T) {
+	codec := func(compress bool, max int) *ResponseCodec {
+		c, err := NewResponseCodec(Compression{On: compress, MaxResponseBytes: max})
+		require.NoError(t, err)
+		return c
+	}
+	h := http.Header{"Content-Type": {"application/octet-stream"}}
+	body := make([]byte, 4<<20)
+	stored := codec(true, 8<<20).Append(nil, h, body, false)
+	require.Less(t, len(stored), 4<<10, "compressed")
+
+	for _, c := range []*ResponseCodec{codec(true, 8<<20), codec(false, 8<<20), codec(false, 0), nil} {
+		r, err := c.Decode(http.StatusOK, stored)
+		require.NoError(t, err)
+		require.Equal(t, body, r.Body)
+	}
+	for _, c := range []*ResponseCodec{codec(true, 1<<20), codec(false, 1<<20), codec(true, 4<<20-HeaderAllowance)} {
+		_, err := c.Decode(http.StatusOK, stored)
+		require.ErrorIs(t, err, ErrCorruptResponse)
+	}
+
+	// Headers beyond the allowance: stored uncompressed, so they replay.
+	big := http.Header{"X-Big": {string(bytes.Repeat([]byte("a"), HeaderAllowance+1))}}
+	c := codec(true, 1024)
+	stored = c.Append(nil, big, make([]byte, 1024), false)
+	r, err := c.Decode(http.StatusOK, stored)
+	require.NoError(t, err)
+	require.False(t, r.Compressed)
+	require.Equal(t, big, r.Header)
+}

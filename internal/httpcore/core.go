@@ -22,8 +22,13 @@ import (
 // scopeHint makes the scope configuration hint once per process.
 var scopeHint sync.Once
 
+// orderHint names the likely cause of a Scope that finds no caller.
+const orderHint = "If logged-in users get this, the idempotency middleware probably runs before your authentication " +
+	"middleware, so the caller is not known yet: mount it after (Gin: after the auth middleware in r.Use or in the route's " +
+	"handlers; net/http: wrap the idempotency handler inside the auth handler)."
+
 // ErrShutdown is the cause of the cancellation a handler's context sees when
-// Options.Shutdown is done.
+// it is still running ShutdownGrace after Options.Shutdown is done.
 var ErrShutdown = errors.New("idemkey: server shutting down")
 
 // Guard runs the Idempotency-Key contract around an HTTP handler. The
@@ -34,8 +39,12 @@ type Guard struct {
 	o         Config
 	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
 	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
+	hintOrder sync.Once        // the hint about the order of middleware, logged once per Guard
 	obs       observe.Observer // the store's; nil when nobody observes
 	lease     time.Duration    // the store's
+	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
+	// still running are then cancelled. Nil without Options.Shutdown.
+	cutoff context.Context
 }
 
 // New returns a Guard on store. It panics if store is nil or opts holds a
@@ -53,7 +62,19 @@ func New(store *redisstore.Store, opts Config) *Guard {
 		omit[k] = true
 	}
 	so := store.Options()
-	return &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease}
+	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease}
+	if o.Shutdown != nil {
+		cutoff, cut := context.WithCancel(context.Background())
+		h.cutoff = cutoff
+		context.AfterFunc(o.Shutdown, func() {
+			if o.ShutdownGrace < 0 {
+				cut()
+				return
+			}
+			time.AfterFunc(o.ShutdownGrace, cut)
+		})
+	}
+	return h
 }
 
 // Logger returns the logger the handler reports to.
@@ -63,7 +84,7 @@ func (h *Guard) Logger() *slog.Logger { return h.o.Logger }
 // key's lease from Begin until Finish.
 type Exchange struct {
 	// Request is the request for the handler: its body can be read again,
-	// and its context carries the lease (see FromContext).
+	// and its context carries the lease (see Key, Attempt, Checkpoint).
 	Request *http.Request
 	// Recorder is the writer for the handler.
 	Recorder *Recorder
@@ -103,13 +124,15 @@ func (s *supervision) stop() {
 }
 
 // Begin does everything before the application handler runs. It returns:
-//   - pass: the request is not covered (method, Skip, optional key absent,
-//     or Redis down with FailOpen): run the handler with the original
-//     writer and request.
+//   - pass != nil: the request is not protected: run the handler with the
+//     original writer and pass. pass is r itself when the middleware does
+//     not cover the request (its method, Skip); for one it runs without a
+//     lease (Optional without a key, or Redis down with FailOpen), it is r
+//     with a context that says so (Key, DerivedKey, Checkpoint).
 //   - x != nil: the caller owns the key: run the handler with x.Request and
-//     x.Recorder (or a writer over it), then call x.Finish.
+//     x.Recorder (or a writer over it), through x.Run.
 //   - neither: Begin has written the response (a replay or a problem).
-func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass bool) {
+func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchange, pass *http.Request) {
 	if h.obs == nil {
 		return h.begin(w, r, c, nil)
 	}
@@ -120,26 +143,34 @@ func (h *Guard) Begin(w http.ResponseWriter, r *http.Request, c any) (x *Exchang
 }
 
 // begin is Begin; n, when not nil, takes notes for the observer.
-func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x *Exchange, pass bool) {
+func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x *Exchange, pass *http.Request) {
 	if !slices.Contains(h.o.Methods, r.Method) || (h.o.Skip != nil && h.o.Skip(r, c)) {
-		return nil, true
+		return nil, r
 	}
 	vals := r.Header.Values(h.o.Header)
 	if len(vals) == 0 {
 		if h.o.Optional {
-			return nil, true
+			return nil, r.WithContext(unprotected(r.Context(), ""))
 		}
 		h.refuse(w, n, problemKeyMissing.with(fmt.Sprintf(detailKeyMissing, h.o.Header)))
-		return nil, false
+		return nil, nil
+	}
+	if h.o.Shutdown != nil && h.o.Shutdown.Err() != nil {
+		// Stopping: nothing new is claimed here, and the client's retry
+		// goes to another instance (a keep-alive connection would bring it
+		// back here).
+		w.Header().Set("Connection", "close")
+		h.refuse(w, n, &problemShuttingDown)
+		return nil, nil
 	}
 	if len(vals) > 1 {
 		h.refuse(w, n, h.keyProblem(fmt.Sprintf("send exactly one %s header, not %d", h.o.Header, len(vals))))
-		return nil, false
+		return nil, nil
 	}
 	key, kerr := parseKey(vals[0])
 	if kerr != nil {
 		h.refuse(w, n, h.keyProblem(kerr.Reason))
-		return nil, false
+		return nil, nil
 	}
 	scope, p := h.scope(r, c)
 	n.keyed(scope, key)
@@ -148,17 +179,17 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 			w.Header().Set("WWW-Authenticate", h.o.Challenge)
 		}
 		h.refuse(w, n, p)
-		return nil, false
+		return nil, nil
 	}
 	body, p := h.readBody(w, r)
 	if p != nil {
 		h.refuse(w, n, p)
-		return nil, false
+		return nil, nil
 	}
 	fp, p := h.fingerprint(r, body)
 	if p != nil {
 		h.refuse(w, n, p)
-		return nil, false
+		return nil, nil
 	}
 
 	label := r.Method + " " + r.URL.Path
@@ -168,19 +199,20 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label}
 	cl, err := h.claim(r.Context(), req)
 	if err != nil {
-		if h.claimFailed(w, r, n, err) {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return nil, true // FailOpen
+		if h.claimFailed(w, r, n, err) { // FailOpen
+			pass = r.WithContext(unprotected(r.Context(), key))
+			pass.Body = io.NopCloser(bytes.NewReader(body))
+			return nil, pass
 		}
-		return nil, false
+		return nil, nil
 	}
 	if cl.Status == redisstore.Replayed {
 		h.replay(w, cl.Response)
 		n.set(observe.Replayed, "", nil)
 		n.setStatus(cl.Response.Code)
-		return nil, false
+		return nil, nil
 	}
-	return h.start(w, r, body, key, cl.Lease), false
+	return h.start(w, r, body, key, cl.Lease), nil
 }
 
 // claimFailed answers a claim that failed (in progress, mismatch, expired,
@@ -263,18 +295,25 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 
 	x.super.stopSupervise = l.Supervise(cancel)
 	x.stop = x.super.stopSupervise
-	if h.o.Shutdown != nil {
-		x.super.shutdown = context.AfterFunc(h.o.Shutdown, func() { cancel(ErrShutdown) })
+	if h.cutoff != nil {
+		x.super.shutdown = context.AfterFunc(h.cutoff, func() { cancel(ErrShutdown) })
 		x.stop = x.super.stop
 	}
 	return x
 }
 
-// Finish ends the exchange after the handler returned (panicked == nil) or
-// did not (the recovered panic value; the caller re-panics after Finish). It
-// stores the outcome or releases the key, then sends the held-back response
-// unless the handler panicked. Run calls it; adapters call it directly only
-// if they cannot use Run.
+// Finish ends the exchange once the handler is done: panicked is nil if it
+// returned, else what Run recovered (the panic value, or errExited for a
+// handler that called runtime.Goexit). It stops the lease's heartbeat,
+// then either stores the outcome, trying for up to the longer of Timeout
+// and the store's lease, or, when there is none to store (a panic, an
+// early exit, a hijacked connection, Abandon, a status Final refuses),
+// ends the lease without one: Interrupt if the run was cut off (its
+// context cancelled by Shutdown, MaxDuration or a lost lease), which keeps
+// the record for the retry's takeover, else Release. Last it sends the
+// held-back response, unless panicked is set or the handler abandoned the
+// exchange (a streamed or hijacked response has gone out already). It does
+// not re-panic: Run does. Adapters call Run, which calls Finish.
 func (x *Exchange) Finish(panicked any) {
 	x.stop()
 	defer x.cancel(nil)
@@ -290,12 +329,7 @@ func (x *Exchange) Finish(panicked any) {
 	kind, err := observe.Completed, error(nil)
 	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
 		kind = observe.Released
-		if panicked != nil {
-			h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
-		}
-		if err = l.Release(ctx); err != nil {
-			h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
-		}
+		err = x.giveUp(ctx, panicked)
 	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
 			"status", rec.status, "err", err)
@@ -316,6 +350,38 @@ func (x *Exchange) Finish(panicked any) {
 		rec.flushHeld()
 		x.answered = true
 	}
+}
+
+// giveUp ends the lease of a run that gave no final answer. A run whose
+// context was cancelled (Shutdown, MaxDuration, a lost lease) was cut off
+// and may have done its side effect: its record is kept and only the lease
+// ends (Interrupt), so the retry takes it over as the next attempt, with the
+// last checkpoint. Any other run (a 5xx, a panic) says it committed nothing:
+// the key is released (a record with history keeps it even so).
+func (x *Exchange) giveUp(ctx context.Context, panicked any) error {
+	h, l := x.h, x.info.Lease
+	if panicked != nil {
+		h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
+	}
+	if cause := context.Cause(x.Request.Context()); cause != nil {
+		err := l.Interrupt(ctx)
+		switch {
+		case err == nil:
+			h.o.Logger.Warn("idemkey: the run was cut off before it answered; its record is kept, so a retry takes it over as the next attempt",
+				"cause", cause, "attempt", l.Attempt)
+		case errors.Is(err, redisstore.ErrLeaseLost):
+			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and another attempt has taken its key over", "cause", cause, "attempt", l.Attempt)
+		default:
+			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and ending its lease failed; the key stays held until the lease ends",
+				"cause", cause, "err", err)
+		}
+		return err
+	}
+	err := l.Release(ctx)
+	if err != nil {
+		h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
+	}
+	return err
 }
 
 // Abandon says the handler gave no answer (it returned an error to the
@@ -391,11 +457,14 @@ func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
 		return "", &problemScopeRequired
 	case err != nil:
 		h.o.Logger.Warn("idemkey: the caller could not be identified (Options.Scope failed)", "err", err)
+		h.hintOrder.Do(func() {
+			h.o.Logger.Error("idemkey: Options.Scope found no caller, so the request was answered 401 caller-unknown. " + orderHint)
+		})
 		return "", &problemScope
 	case scope == "":
 		h.hintScope.Do(func() {
 			h.o.Logger.Error("idemkey: Options.Scope returned an empty scope, so the request was refused with 500 scope-required. " +
-				"Return the authenticated caller (an account or user ID), or an error when there is none.")
+				"Return the authenticated caller (an account or user ID), or an error when there is none. " + orderHint)
 		})
 		return "", &problemScopeRequired
 	}

@@ -4,9 +4,10 @@
 // problem responses.
 //
 // An adapter calls Guard.Begin before the application handler. Begin
-// either lets the request pass, answers it itself (a replay or a problem),
-// or returns an Exchange whose lease the caller holds: the adapter runs the
-// handler with the Exchange's request and a writer over its Recorder, and
-// then calls Exchange.Finish, which stores the outcome or releases the key
-// and sends the response.
+// either lets the request pass (with a request to run the handler on),
+// answers it itself (a replay or a problem), or returns an Exchange whose
+// lease the caller holds: the adapter runs the handler through
+// Exchange.Run, with the Exchange's request and a writer over its
+// Recorder; Run then calls Exchange.Finish, which stores the outcome or
+// ends the lease without one, and sends the response.
 package httpcore

@@ -277,7 +277,7 @@ func beginWith(t *testing.T, h *Guard, r *http.Request, key string) *httptest.Re
 	r.Header.Set("Idempotency-Key", key)
 	w := httptest.NewRecorder()
 	x, pass := h.Begin(w, r, nil)
-	require.False(t, pass)
+	require.Nil(t, pass)
 	if x != nil {
 		x.Run(func() { x.Recorder.WriteHeader(http.StatusCreated) })
 	}

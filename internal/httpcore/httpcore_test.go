@@ -239,7 +239,7 @@ func TestScopeErrorIs401WithChallenge(t *testing.T) {
 	w := httptest.NewRecorder()
 	x, pass := h.Begin(w, r, nil)
 	require.Nil(t, x)
-	require.False(t, pass)
+	require.Nil(t, pass)
 	require.Equal(t, http.StatusUnauthorized, w.Code)
 	require.Equal(t, "Bearer", w.Header().Get("WWW-Authenticate"))
 	require.Contains(t, w.Body.String(), "caller-unknown")

@@ -2,6 +2,7 @@ package httpcore
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemkey/idemkey/observe"
@@ -55,20 +56,24 @@ func (n *note) refused(p *problem) {
 
 // route names the route of r for the observer: the method and the route's
 // pattern as the adapter knows it (Gin's FullPath, the ServeMux pattern),
-// else the path.
+// else the method and "unmatched". Never the path: the client chooses it,
+// and every distinct route is a series in the metrics (or not even valid
+// UTF-8: POST /%FF).
 func (h *Guard) route(r *http.Request, c any) string {
 	if h.o.Route != nil {
 		if p := h.o.Route(r, c); p != "" {
 			return r.Method + " " + p
 		}
 	}
-	if r.Pattern != "" {
-		if r.Pattern[0] == '/' {
-			return r.Method + " " + r.Pattern
+	if p := r.Pattern; p != "" {
+		// "[METHOD ][HOST]/PATH": a method comes before the first space,
+		// and has no slash.
+		if m, _, ok := strings.Cut(p, " "); ok && !strings.Contains(m, "/") {
+			return p
 		}
-		return r.Pattern // "POST /v1/orders": the method is in it
+		return r.Method + " " + p
 	}
-	return r.Method + " " + r.URL.Path
+	return r.Method + " unmatched"
 }
 
 // observeBegin reports what Begin decided.

@@ -1,7 +1,6 @@
 package httpcore
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -11,37 +10,12 @@ import (
 	"time"
 )
 
-// Config is the middleware's configuration, as httpmw.Options and
-// ginmw.Options give it (their documentation is the reference; the adapters'
-// generated config methods fill it in). Scope and Skip take the request and
-// the adapter's own context (the *gin.Context for ginmw, nil for httpmw).
-type Config struct {
-	Header             string
-	Optional           bool
-	Methods            []string
-	Skip               func(r *http.Request, c any) bool
-	Scope              func(r *http.Request, c any) (string, error)
-	Challenge          string
-	FingerprintHeaders []string
-	IgnoreFields       []string
-	MaxBodyBytes       int64
-	BodyTimeout        time.Duration
-	MaxJSONDepth       int
-	MaxResponseBytes   int
-	Final              func(status int) bool
-	OmitHeaders        []string
-	RetryAfter         time.Duration
-	Wait               time.Duration
-	Timeout            time.Duration
-	FailOpen           bool
-	ProblemBase        string
-	Shutdown           context.Context
-	Logger             *slog.Logger
-	Compress           bool
-	Dictionaries       [][]byte
-
+// adapterConfig is the part of Config that is not an option of
+// httpmw.Options: what an adapter sets, and what withDefaults derives.
+type adapterConfig struct {
 	// Route, set by the adapter, returns the route's pattern for the
-	// observer (Gin's FullPath), or "" to use the ServeMux pattern or path.
+	// observer (Gin's FullPath), or "" to use the ServeMux pattern, else
+	// "unmatched".
 	Route func(r *http.Request, c any) string
 
 	// codec stores and replays responses, compressed as Compress and
@@ -147,6 +121,9 @@ func (o Config) withDefaults() Config {
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Second
 	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 5 * time.Second
+	}
 	if o.ProblemBase == "" {
 		o.ProblemBase = DefaultProblemBase
 	}
@@ -168,7 +145,7 @@ func (o Config) withDefaults() Config {
 	}
 	slices.Sort(o.FingerprintHeaders)
 	o.Dictionaries = slices.Clone(o.Dictionaries)
-	codec, err := NewResponseCodec(Compression{On: o.Compress, Dictionaries: o.Dictionaries})
+	codec, err := NewResponseCodec(Compression{On: o.Compress, Dictionaries: o.Dictionaries, MaxResponseBytes: o.MaxResponseBytes})
 	if err != nil {
 		panic(err.Error() + " (Options.Dictionaries)")
 	}

@@ -41,6 +41,8 @@ var (
 		detail: "This idempotency key was already used for a different request (another method, path, query or body). Use a new key for a new request; retries must send exactly the same request."}
 	problemUnavailable = problem{status: http.StatusServiceUnavailable, slug: "store-unavailable", title: "Idempotency store unavailable",
 		detail: "The request was not processed because its idempotency key could not be checked. Retry with the same key after Retry-After seconds."}
+	problemShuttingDown = problem{status: http.StatusServiceUnavailable, slug: "shutting-down", title: "Server shutting down",
+		detail: "This server is stopping and takes no new requests. Nothing was processed or stored; retry with the same key after Retry-After seconds."}
 	problemStoreError = problem{status: http.StatusInternalServerError, slug: "store-error", title: "Idempotency store error",
 		detail: "The idempotency store gave an answer this service cannot use. Nothing was processed; contact the service."}
 	problemResponseTooLarge = problem{slug: "response-too-large", title: "Response too large to replay"}
@@ -53,7 +55,7 @@ var (
 // catalogue lists every problem type, for the documentation test.
 var catalogue = []*problem{&problemKeyMissing, &problemKeyMalformed, &problemScope, &problemScopeRequired,
 	&problemScopeInvalid, &problemBodyTooLarge, &problemBodyTimeout, &problemBodyUnreadable, &problemJSONMalformed,
-	&problemInProgress, &problemKeyReused, &problemUnavailable, &problemStoreError, &problemResponseTooLarge,
+	&problemInProgress, &problemKeyReused, &problemUnavailable, &problemShuttingDown, &problemStoreError, &problemResponseTooLarge,
 	&problemResponseExpired, &problemStoredUnreadable}
 
 // The details of the problems that say something of the request.

@@ -1,3 +1,7 @@
+// Package metrics is 'idemkey serve”s exporter: an observe.Observer that
+// keeps idemkey's metrics (package observe/metrics) in memory and writes
+// them in the Prometheus text format, with the standard library only (the
+// core module must not depend on client_golang).
 package metrics
 
 import (
@@ -14,27 +18,30 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkey/idemkey/observe"
+	spec "github.com/idemkey/idemkey/observe/metrics"
 )
 
 // ContentType is the media type of the Prometheus text format that
 // Exporter writes.
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// Exporter is an observe.Observer that keeps the metrics of this package in
-// memory and writes them in the Prometheus text format, with the standard
-// library only. Its output for a sequence of events is byte for byte what
-// the prometheus module's Observer, registered alone, gives for the same
-// events. It is safe for concurrent use; the zero value is not: use
+// Exporter is an observe.Observer that keeps the metrics of package
+// observe/metrics in memory and writes them in the Prometheus text format.
+// Its output for a sequence of events is byte for byte what the prometheus
+// module's Observer, registered alone, gives for the same events; its route
+// label is bounded as that one's is (metrics.Routes, with the default
+// limit). It is safe for concurrent use; the zero value is not: use
 // NewExporter.
 type Exporter struct {
 	requests, takeovers, fenced counterVec
 	redis                       histogramVec
 	leases                      atomic.Int64
+	routes                      *spec.Routes
 }
 
 // NewExporter returns an Exporter with every metric at zero.
 func NewExporter() *Exporter {
-	x := &Exporter{}
+	x := &Exporter{routes: spec.NewRoutes(0)}
 	x.requests.m = map[[2]string]*atomic.Uint64{}
 	x.takeovers.m = map[[2]string]*atomic.Uint64{}
 	x.fenced.m = map[[2]string]*atomic.Uint64{}
@@ -46,16 +53,19 @@ var _ observe.Observer = (*Exporter)(nil)
 
 // Event counts e.
 func (x *Exporter) Event(_ context.Context, e *observe.Event) {
-	if o := Outcome(e.Kind); o != "" {
-		x.requests.inc(e.Route, o)
+	if o := spec.Outcome(e.Kind); o != "" || e.Kind == observe.TookOver {
+		route := x.routes.Label(e.Route)
+		if o != "" {
+			x.requests.inc(route, o)
+		}
+		switch e.Kind {
+		case observe.TookOver:
+			x.takeovers.inc(route, "")
+		case observe.Fenced:
+			x.fenced.inc(route, "")
+		}
 	}
-	switch e.Kind {
-	case observe.TookOver:
-		x.takeovers.inc(e.Route, "")
-	case observe.Fenced:
-		x.fenced.inc(e.Route, "")
-	}
-	if d := LeaseDelta(e.Kind); d != 0 {
+	if d := spec.LeaseDelta(e.Kind); d != 0 {
 		x.leases.Add(int64(d))
 	}
 }
@@ -79,21 +89,21 @@ func (x *Exporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that has no series yet (as client_golang does).
 func (x *Exporter) Write(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	for _, m := range All {
+	for _, m := range spec.All {
 		switch m {
-		case &Fenced:
+		case &spec.Fenced:
 			x.fenced.write(b, m)
-		case &LeasesHeld:
+		case &spec.LeasesHeld:
 			header(b, m)
 			b.WriteString(m.Name)
 			b.WriteByte(' ')
 			b.WriteString(formatFloat(float64(x.leases.Load())))
 			b.WriteByte('\n')
-		case &RedisSeconds:
+		case &spec.RedisSeconds:
 			x.redis.write(b, m)
-		case &Requests:
+		case &spec.Requests:
 			x.requests.write(b, m)
-		case &Takeovers:
+		case &spec.Takeovers:
 			x.takeovers.write(b, m)
 		}
 	}
@@ -127,7 +137,7 @@ type series struct {
 	value  float64
 }
 
-func (v *counterVec) write(b *bufio.Writer, m *Metric) {
+func (v *counterVec) write(b *bufio.Writer, m *spec.Metric) {
 	v.mu.RLock()
 	all := make([]series, 0, len(v.m))
 	for k, c := range v.m {
@@ -169,7 +179,7 @@ type histogram struct {
 }
 
 func (h *histogram) observe(v float64) {
-	i, _ := slices.BinarySearch(RedisBuckets, v) // the first bound >= v
+	i, _ := slices.BinarySearch(spec.RedisBuckets, v) // the first bound >= v
 	h.buckets[i].Add(1)
 	for {
 		old := h.sum.Load()
@@ -194,13 +204,13 @@ func (v *histogramVec) get(script string) *histogram {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if h = v.m[script]; h == nil {
-		h = &histogram{buckets: make([]atomic.Uint64, len(RedisBuckets)+1)}
+		h = &histogram{buckets: make([]atomic.Uint64, len(spec.RedisBuckets)+1)}
 		v.m[script] = h
 	}
 	return h
 }
 
-func (v *histogramVec) write(b *bufio.Writer, m *Metric) {
+func (v *histogramVec) write(b *bufio.Writer, m *spec.Metric) {
 	type entry struct {
 		script string
 		h      *histogram
@@ -222,8 +232,8 @@ func (v *histogramVec) write(b *bufio.Writer, m *Metric) {
 		for i := range e.h.buckets {
 			n += e.h.buckets[i].Load()
 			le := "+Inf"
-			if i < len(RedisBuckets) {
-				le = formatFloat(RedisBuckets[i])
+			if i < len(spec.RedisBuckets) {
+				le = formatFloat(spec.RedisBuckets[i])
 			}
 			b.WriteString(m.Name)
 			b.WriteString("_bucket")
@@ -247,7 +257,7 @@ func (v *histogramVec) write(b *bufio.Writer, m *Metric) {
 	}
 }
 
-func header(b *bufio.Writer, m *Metric) {
+func header(b *bufio.Writer, m *spec.Metric) {
 	b.WriteString("# HELP ")
 	b.WriteString(m.Name)
 	b.WriteByte(' ')

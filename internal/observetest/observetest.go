@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
-	"github.com/idemkey/idemkey/internal/metrics"
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/observe/metrics"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -60,7 +60,7 @@ const (
 var Steps = []string{First, Replay, InProgress, InProgressDone, Mismatch, Rejected, Takeover, Fenced, Panic, RedisDown}
 
 // Want holds, for each step, the series of the metrics (package
-// internal/metrics) that it changes and by how much: the counters by
+// observe/metrics) that it changes and by how much: the counters by
 // requests, takeovers and fenced, the histogram's count by calls, the gauge
 // under Leases. The heartbeats (calls("extend")), whose number depends on
 // timing, are left out.
@@ -143,41 +143,120 @@ type Config struct {
 	Before func(step string)
 	// After is called on the test goroutine after each step.
 	After func(step string)
+	// Do, if set, gives the context of each of Hostile's Store.Do calls
+	// and what to call when it returns, as a traced caller would.
+	Do func(ctx context.Context) (context.Context, func())
 }
 
 const token = "Bearer sk_observetest"
 
-// Run runs the sequence; it skips the test when redis-server is missing.
-func Run(t *testing.T, cfg Config) {
-	obs := &counted{Observer: cfg.Observer}
-	srv := redistest.Start(t)
+// rig is what both drivers run on: a private redis-server and three stores
+// on it, two reporting to obs.
+type rig struct {
+	srv *redistest.Server
+	// main runs with the defaults; stalling's runs lose their lease soon
+	// after MaxDuration (stallLease); probe is not observed.
+	main, stalling, probe *redisstore.Store
+}
+
+// stallLease is the lease of rig.stalling, MaxDuration a third of it.
+const stallLease = 300 * time.Millisecond
+
+func newRig(t *testing.T, obs observe.Observer) *rig {
+	r := &rig{srv: redistest.Start(t)}
 	client := func() *redis.Client {
-		o := srv.Options()
+		o := r.srv.Options()
 		o.MaxRetries = -1 // Redis down: fail at once
 		c := redis.NewClient(o)
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	main, err := redisstore.New(client(), redisstore.Options{Observer: obs})
+	var err error
+	r.main, err = redisstore.New(client(), redisstore.Options{Observer: obs})
 	require.NoError(t, err)
-	const lease = 300 * time.Millisecond
-	stalling, err := redisstore.New(client(), redisstore.Options{Observer: obs, Lease: lease,
-		Heartbeat: lease / 3, MaxDuration: lease / 3})
+	r.stalling, err = redisstore.New(client(), redisstore.Options{Observer: obs, Lease: stallLease,
+		Heartbeat: stallLease / 3, MaxDuration: stallLease / 3})
 	require.NoError(t, err)
-	probe, err := redisstore.New(client(), redisstore.Options{}) // unobserved
+	r.probe, err = redisstore.New(client(), redisstore.Options{})
 	require.NoError(t, err)
+	return r
+}
+
+// waitLeaseOut waits, without asking through the observed stores, until the
+// lease of the started record of (scope, key) has run out.
+func (r *rig) waitLeaseOut(t *testing.T, scope, key string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, err := r.probe.Lookup(context.Background(), scope, key)
+		require.NoError(t, err)
+		require.Equal(t, redisstore.Started, rec.State)
+		if rec.LeaseTTL == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the stalled run's lease did not run out within 20s")
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serve starts a test server on h, wrapped as cfg says.
+func serve(t *testing.T, cfg Config, h http.Handler) *httptest.Server {
+	if cfg.Wrap != nil {
+		h = cfg.Wrap(h)
+	}
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// middleware is httpmw on store, logging nowhere.
+func middleware(store *redisstore.Store) func(http.Handler) http.Handler {
+	return httpmw.New(store, httpmw.Options{Logger: slog.New(slog.DiscardHandler)})
+}
+
+// created answers 201.
+func created(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write([]byte("done"))
+}
+
+// newRequest is a POST with the caller's token and, unless key is "", an
+// Idempotency-Key.
+func newRequest(base, path, key, body string) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", token)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return req, nil
+}
+
+// scope is the scope of the requests newRequest makes.
+func scope(t *testing.T) string {
+	r, err := newRequest("", "/", "", "")
+	require.NoError(t, err)
+	s, err := httpmw.DefaultScope(r)
+	require.NoError(t, err)
+	return s
+}
+
+// Run runs the sequence; it skips the test when redis-server is missing.
+func Run(t *testing.T, cfg Config) {
+	obs := &counted{Observer: cfg.Observer}
+	rig := newRig(t, obs)
+	srv, main, stalling := rig.srv, rig.main, rig.stalling
 
 	slowStarted, slowGo := make(chan struct{}, 1), make(chan struct{})
 	stallStarted, stallGo := make(chan struct{}, 1), make(chan struct{})
 	openSlow := sync.OnceFunc(func() { close(slowGo) })
 	openStall := sync.OnceFunc(func() { close(stallGo) })
 
-	created := func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte("done"))
-	}
-	serve := func(store *redisstore.Store, stall bool) *httptest.Server {
-		mw := httpmw.New(store, httpmw.Options{Logger: slog.New(slog.DiscardHandler)})
+	server := func(store *redisstore.Store, stall bool) *httptest.Server {
+		mw := middleware(store)
 		mux := http.NewServeMux()
 		mux.Handle("POST /pay", mw(http.HandlerFunc(created)))
 		mux.Handle("POST /slow", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -195,30 +274,12 @@ func Run(t *testing.T, cfg Config) {
 		mux.Handle("POST /panic", mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			panic("observetest: the handler panics")
 		})))
-		var h http.Handler = recoverer(mux)
-		if cfg.Wrap != nil {
-			h = cfg.Wrap(h)
-		}
-		s := httptest.NewServer(h)
-		t.Cleanup(s.Close)
-		return s
+		return serve(t, cfg, recoverer(mux))
 	}
-	mainSrv, stallSrv := serve(main, false), serve(stalling, true)
+	mainSrv, stallSrv := server(main, false), server(stalling, true)
 	t.Cleanup(openSlow) // before the servers close: no handler stays blocked
 	t.Cleanup(openStall)
 
-	newRequest := func(base, path, key, body string) (*http.Request, error) {
-		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", token)
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		return req, nil
-	}
 	type answer struct {
 		status int
 		err    error
@@ -299,24 +360,7 @@ func Run(t *testing.T, cfg Config) {
 	step(Takeover, func() {
 		stalled = postAsync(stallSrv.URL, "/stall", "k3")
 		started(stallStarted)
-		r, err := http.NewRequest(http.MethodPost, "/", nil)
-		require.NoError(t, err)
-		r.Header.Set("Authorization", token)
-		scope, err := httpmw.DefaultScope(r)
-		require.NoError(t, err)
-		// Wait, without asking through the observed stores, until the
-		// stalled run's lease has run out.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			rec, err := probe.Lookup(context.Background(), scope, "k3")
-			require.NoError(t, err)
-			require.Equal(t, redisstore.Started, rec.State)
-			if rec.LeaseTTL == 0 {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "the stalled run's lease did not run out within 20s")
-			time.Sleep(20 * time.Millisecond)
-		}
+		rig.waitLeaseOut(t, scope(t), "k3")
 		require.Equal(t, http.StatusCreated, post(mainSrv.URL, "/stall", "k3", `{}`))
 	})
 	step(Fenced, func() {
@@ -338,10 +382,10 @@ type counted struct {
 }
 
 func (c *counted) Event(ctx context.Context, e *observe.Event) {
-	c.Observer.Event(ctx, e)
 	if metrics.Outcome(e.Kind) != "" {
-		c.ended.Add(1)
+		defer c.ended.Add(1) // also when the observer panics
 	}
+	c.Observer.Event(ctx, e)
 }
 
 // recoverer answers 500 for a panicking handler, as applications do outside

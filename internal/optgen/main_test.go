@@ -9,7 +9,8 @@ import (
 )
 
 // TestGeneratedFilesAreCurrent fails while the generated files differ from
-// what httpmw/options.go gives: run go generate ./httpmw.
+// what httpmw/options.go and ginmw/options.go give: run go generate
+// ./httpmw.
 func TestGeneratedFilesAreCurrent(t *testing.T) {
 	root := filepath.Join("..", "..")
 	files, err := generate(root)

@@ -4,7 +4,10 @@
 // "// README:begin NAME" and "// README:end" of a file here.
 package readmetest
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // The application the snippets call into: the app's own code, not idemkey's.
 type (
@@ -25,8 +28,9 @@ func (emailAPI) Send(ctx context.Context, m message, idempotencyKey string) (str
 }
 
 var (
-	provider paymentProvider
-	mailer   emailAPI
+	errCardDeclined = errors.New("card declined")
+	provider        paymentProvider
+	mailer          emailAPI
 )
 
 func isTemporary(error) bool           { return false }

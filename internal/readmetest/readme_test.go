@@ -69,7 +69,7 @@ func TestReadmeSnippetsCompile(t *testing.T) {
 // do what the README says, not only compile.
 func TestSnippetsRun(t *testing.T) {
 	gin.SetMode(gin.TestMode)
-	ginQuickStart(gin.New()) // builds the route; no Redis call
+	ginQuickStart(context.Background(), gin.New()) // builds the route; no Redis call
 
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})

@@ -63,9 +63,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	api, err := payments.New(payments.Config{
-		Redis:           rdb,
-		Store:           store,
-		Idempotency:     ginmw.Options{Wait: 2 * time.Second},
+		Redis: rdb,
+		Store: store,
+		// On SIGTERM (ctx done) new requests get 503 and running ones 5s
+		// (ShutdownGrace) to finish; the retries of any cut off then take
+		// over on another instance.
+		Idempotency:     ginmw.Options{Wait: 2 * time.Second, Shutdown: ctx},
 		ProviderLatency: *latency,
 	})
 	if err != nil {
@@ -86,7 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case <-ctx.Done():
 	}
 	slog.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The grace (5s), then the lease (10s) at most for the cut-off runs.
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return err

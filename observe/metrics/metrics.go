@@ -1,12 +1,19 @@
 // Package metrics is the one source of idemkey's metric names, help texts,
-// types, labels and buckets, and of how an observe.Event counts in them. The
-// prometheus and otel modules of this repository build their instruments
-// from it, and Exporter, a stdlib-only observer, renders the same metrics in
-// the Prometheus text format for 'idemkey serve' (whose module must not
-// depend on client_golang).
+// types, labels and buckets, of how an observe.Event counts in them, and of
+// the bound on the route label. The prometheus and otel modules of this
+// repository build their instruments from it, and so does the exporter
+// 'idemkey serve' serves on /metrics; an exporter for another metrics
+// library can too. It uses the standard library only.
+//
+// The names, types and labels are a public contract: they never change.
 package metrics
 
-import "github.com/idemkey/idemkey/observe"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/idemkey/idemkey/observe"
+)
 
 // Type is a metric's type, as the Prometheus text format names it.
 type Type string
@@ -142,4 +149,49 @@ func Decision(k observe.Kind) string {
 		return decisions[k]
 	}
 	return "unknown"
+}
+
+// DefaultMaxRoutes is how many distinct route label values an exporter
+// keeps by default (see Routes).
+const DefaultMaxRoutes = 512
+
+// OtherRoute is the route label of the routes past an exporter's limit.
+const OtherRoute = "other"
+
+// Routes bounds the values of one exporter's route label: each is valid
+// UTF-8 and at most observe.MaxLabelLen bytes (observe.Label), and once max
+// distinct values have been seen, every new one counts as OtherRoute. Every
+// distinct value is a series kept for ever, and the route of a Store.Do call
+// is its Request.Label, which an application may fill with anything: the
+// limit keeps an exporter's memory and a scrape's size bounded whatever it
+// is sent. A Routes is safe for concurrent use.
+type Routes struct {
+	max  int64
+	n    atomic.Int64
+	seen sync.Map // label -> struct{}
+}
+
+// NewRoutes returns a Routes that keeps at most max values; max <= 0 means
+// DefaultMaxRoutes.
+func NewRoutes(max int) *Routes {
+	if max <= 0 {
+		max = DefaultMaxRoutes
+	}
+	return &Routes{max: int64(max)}
+}
+
+// Label returns the route label value of route.
+func (r *Routes) Label(route string) string {
+	label := observe.Label(route)
+	if _, ok := r.seen.Load(label); ok {
+		return label
+	}
+	if r.n.Add(1) > r.max {
+		r.n.Add(-1)
+		return OtherRoute
+	}
+	if _, loaded := r.seen.LoadOrStore(label, struct{}{}); loaded {
+		r.n.Add(-1)
+	}
+	return label
 }

@@ -13,52 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/observe"
+	spec "github.com/idemkey/idemkey/observe/metrics"
 )
-
-func TestKinds(t *testing.T) {
-	for _, tc := range []struct {
-		kind     observe.Kind
-		outcome  string
-		lease    int
-		decision string
-	}{
-		{observe.Claimed, "", 1, "claimed"},
-		{observe.TookOver, "", 1, "took_over"},
-		{observe.Completed, "executed", -1, "completed"},
-		{observe.Released, "released", -1, "released"},
-		{observe.Fenced, "executed", -1, "fenced"},
-		{observe.NotStored, "executed", -1, "not_stored"},
-		{observe.Replayed, "replayed", 0, "replayed"},
-		{observe.InProgress, "in_progress", 0, "in_progress"},
-		{observe.Mismatch, "mismatch", 0, "mismatch"},
-		{observe.Expired, "expired", 0, "expired"},
-		{observe.Unavailable, "unavailable", 0, "unavailable"},
-		{observe.FailOpen, "fail_open", 0, "fail_open"},
-		{observe.Rejected, "rejected", 0, "rejected"},
-		{observe.Forgotten, "", 0, "forgotten"}, // an operator's, not a request's: not counted
-		{0, "", 0, "unknown"},
-		{observe.Forgotten + 1, "", 0, "unknown"},
-	} {
-		t.Run(tc.kind.String(), func(t *testing.T) {
-			require.Equal(t, tc.outcome, Outcome(tc.kind))
-			require.Equal(t, tc.lease, LeaseDelta(tc.kind))
-			require.Equal(t, tc.decision, Decision(tc.kind))
-		})
-	}
-}
-
-func TestTable(t *testing.T) {
-	var last string
-	for _, m := range All {
-		require.Greater(t, m.Name, last, "All is in name order")
-		last = m.Name
-		require.True(t, strings.HasPrefix(m.Name, "idemkey_"))
-		require.NotEmpty(t, m.Help)
-		require.NotEmpty(t, m.OTel)
-		require.NotEmpty(t, m.Unit)
-	}
-	require.IsIncreasing(t, RedisBuckets)
-}
 
 func event(kind observe.Kind, route string) *observe.Event {
 	e := observe.NewEvent(kind, "scope", "key")
@@ -87,13 +43,13 @@ func TestExporterText(t *testing.T) {
 	zeros := func(n int, rest ...string) []string {
 		return append(strings.Split(strings.Repeat("0,", n), ",")[:n], rest...)
 	}
-	want := "# HELP idemkey_fenced_total " + Fenced.Help + "\n" +
+	want := "# HELP idemkey_fenced_total " + spec.Fenced.Help + "\n" +
 		"# TYPE idemkey_fenced_total counter\n" +
 		`idemkey_fenced_total{route="POST /a \"x\"\\\n"} 1` + "\n" +
-		"# HELP idemkey_leases_held " + LeasesHeld.Help + "\n" +
+		"# HELP idemkey_leases_held " + spec.LeasesHeld.Help + "\n" +
 		"# TYPE idemkey_leases_held gauge\n" +
 		"idemkey_leases_held 0\n" + // claimed, completed, took over, fenced
-		"# HELP idemkey_redis_seconds " + RedisSeconds.Help + "\n" +
+		"# HELP idemkey_redis_seconds " + spec.RedisSeconds.Help + "\n" +
 		"# TYPE idemkey_redis_seconds histogram\n" +
 		buckets("claim", zeros(14, "1")...) +
 		`idemkey_redis_seconds_sum{script="claim"} 3` + "\n" +
@@ -101,12 +57,12 @@ func TestExporterText(t *testing.T) {
 		buckets("complete", append(zeros(1), "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1")...) +
 		`idemkey_redis_seconds_sum{script="complete"} 0.00025` + "\n" +
 		`idemkey_redis_seconds_count{script="complete"} 1` + "\n" +
-		"# HELP idemkey_requests_total " + Requests.Help + "\n" +
+		"# HELP idemkey_requests_total " + spec.Requests.Help + "\n" +
 		"# TYPE idemkey_requests_total counter\n" +
 		`idemkey_requests_total{outcome="executed",route="POST /a \"x\"\\\n"} 1` + "\n" +
 		`idemkey_requests_total{outcome="executed",route="POST /b"} 1` + "\n" +
 		`idemkey_requests_total{outcome="replayed",route="POST /b"} 2` + "\n" +
-		"# HELP idemkey_takeovers_total " + Takeovers.Help + "\n" +
+		"# HELP idemkey_takeovers_total " + spec.Takeovers.Help + "\n" +
 		"# TYPE idemkey_takeovers_total counter\n" +
 		`idemkey_takeovers_total{route="POST /b"} 1` + "\n"
 	require.Equal(t, want, b.String())
@@ -120,7 +76,7 @@ func TestExporterServeHTTP(t *testing.T) {
 		require.Equal(t, http.StatusOK, w.Code)
 		require.Equal(t, ContentType, w.Header().Get("Content-Type"))
 		if method == http.MethodGet {
-			require.Equal(t, "# HELP idemkey_leases_held "+LeasesHeld.Help+"\n# TYPE idemkey_leases_held gauge\nidemkey_leases_held 0\n", w.Body.String())
+			require.Equal(t, "# HELP idemkey_leases_held "+spec.LeasesHeld.Help+"\n# TYPE idemkey_leases_held gauge\nidemkey_leases_held 0\n", w.Body.String())
 		} else {
 			require.Empty(t, w.Body.String())
 		}
