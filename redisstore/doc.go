@@ -49,7 +49,8 @@
 // Each call returns these, besides wrapped Redis and context errors when
 // Redis cannot be reached in time:
 //
-//   - [Store.Claim]: [ErrInvalidRequest]; *[InProgressError] ([ErrInProgress]);
+//   - [Store.Claim]: [ErrInvalidRequest] (also for a Request.Retention that
+//     [Store.ValidateRetention] refuses); *[InProgressError] ([ErrInProgress]);
 //     [ErrMismatch]; *[ExpiredError] ([ErrExpired]); *[ReplicationError]
 //     ([ErrNotReplicated]) for a claim too few replicas acknowledged (given
 //     back before Claim returns); [ErrUnexpectedReply].
