@@ -51,8 +51,8 @@ type lsEntry struct {
 	RecoveryPoint string     `json:"recovery_point,omitempty"`
 	CreatedAt     *time.Time `json:"created_at,omitempty"`
 	AgeMS         *int64     `json:"age_ms,omitempty"`
-	TTLMS         int64      `json:"ttl_ms"`
-	LeaseTTLMS    int64      `json:"lease_ttl_ms"`
+	TTLMS         *int64     `json:"ttl_ms,omitempty"`       // set for records only
+	LeaseTTLMS    *int64     `json:"lease_ttl_ms,omitempty"` // set for records only
 	Status        int        `json:"status,omitempty"` // a completed record's stored status
 	// Problem says why the key is not an idemkey record; the fields above
 	// Name and Server are then empty.
@@ -79,7 +79,7 @@ func newLSEntry(prefix string, sc *redisstore.Scanned, now time.Time) lsEntry {
 	}
 	d := describeRecord(prefix, rec, nil) // inspect's reading of a record
 	e.State, e.Attempt, e.Label, e.Fingerprint, e.RecoveryPoint = d.State, d.Attempt, d.Label, d.Fingerprint, d.RecoveryPoint
-	e.CreatedAt, e.TTLMS, e.LeaseTTLMS = d.CreatedAt, d.TTLMS, d.LeaseTTLMS
+	e.CreatedAt, e.TTLMS, e.LeaseTTLMS = d.CreatedAt, &d.TTLMS, &d.LeaseTTLMS
 	if d.CreatedAt != nil {
 		age := now.Sub(*d.CreatedAt).Milliseconds()
 		e.AgeMS = &age
@@ -214,8 +214,8 @@ func (t *lsText) entry(e lsEntry) error {
 	}
 	if e.State == string(redisstore.Started) {
 		lease = "none"
-		if e.LeaseTTLMS > 0 {
-			lease = shortDuration(time.Duration(e.LeaseTTLMS) * time.Millisecond)
+		if *e.LeaseTTLMS > 0 {
+			lease = shortDuration(time.Duration(*e.LeaseTTLMS) * time.Millisecond)
 		}
 	}
 	what := quoteText(e.Label)
@@ -226,7 +226,7 @@ func (t *lsText) entry(e lsEntry) error {
 		what += ", recovery " + quoteText(e.RecoveryPoint)
 	}
 	_, err := fmt.Fprintf(t.w, "%-*s  %-9s  %7d  %9s  %9s  %9s  %s\n", t.width, name, e.State, e.Attempt, age, lease,
-		shortDuration(time.Duration(e.TTLMS)*time.Millisecond), what)
+		shortDuration(time.Duration(*e.TTLMS)*time.Millisecond), what)
 	return err
 }
 
@@ -235,9 +235,13 @@ func (t *lsText) end(s lsSummary, scanErr error) error {
 	if scanErr != nil {
 		status = " (the scan stopped: see below)"
 	}
-	_, err := fmt.Fprintf(t.w, "%d listed of %d records under %q on %d server%s, %d key%s that are not records%s; %d SCAN calls, the slowest %s\n",
-		s.Listed, s.Records, t.prefix, s.Servers, plural(s.Servers), s.NotRecords, plural(s.NotRecords), status,
-		s.ScanCalls, time.Duration(s.SlowestScanUS)*time.Microsecond)
+	notRecords := fmt.Sprintf("%d keys that are not records", s.NotRecords)
+	if s.NotRecords == 1 {
+		notRecords = "1 key that is not a record"
+	}
+	_, err := fmt.Fprintf(t.w, "%d listed of %d records under %q on %d server%s, %s%s; %d SCAN call%s, the slowest %s\n",
+		s.Listed, s.Records, t.prefix, s.Servers, plural(s.Servers), notRecords, status,
+		s.ScanCalls, plural(s.ScanCalls), time.Duration(s.SlowestScanUS)*time.Microsecond)
 	return err
 }
 
@@ -295,19 +299,20 @@ func plainName(s string) string {
 	return s
 }
 
-// shortDuration rounds d for a column: 950ms, 12.3s, 4m10s, 3h20m, 2d4h.
+// shortDuration cuts d short for a column: 950ms, 12.3s, 4m10s, 23h59m,
+// 2d4h (never rounding up: a TTL of 23h59m59s is not 24h).
 func shortDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0s"
 	case d < time.Second:
-		return d.Round(time.Millisecond).String()
+		return d.Truncate(time.Millisecond).String()
 	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
+		return d.Truncate(100 * time.Millisecond).String()
 	case d < time.Hour:
-		return d.Round(time.Second).String()
+		return d.Truncate(time.Second).String()
 	case d < 48*time.Hour:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s")
 	}
 	days := int(d / (24 * time.Hour))
 	return fmt.Sprintf("%dd%dh", days, int((d-time.Duration(days)*24*time.Hour)/time.Hour))

@@ -94,7 +94,7 @@ func TestLs(t *testing.T) {
 	require.Regexp(t, `(?m)^idem:\{[\w-]{22}\}  started +1 +\S+ +[0-9][0-9a-zµ.]* +\S+  "POST /v1/slow"$`, out, "the live lease")
 	require.Regexp(t, `(?m)^idem:jobs +not an idemkey record: not a key name idemkey writes \(a list\)$`, out)
 	require.Contains(t, out, `"idem:\x1b]0;owned\a"`+" ")
-	require.Equal(t, `6 listed of 6 records under "idem:" on 1 server, 2 keys that are not records; 1 SCAN calls, the slowest `,
+	require.Equal(t, `6 listed of 6 records under "idem:" on 1 server, 2 keys that are not records; 1 SCAN call, the slowest `,
 		regexp.MustCompile(`\d+(\.\d+)?[µm]?s$`).ReplaceAllString(lines[len(lines)-1], ""))
 
 	code, out, errOut = runCmd(t, false, "", "ls", "--redis", addr, "--state", "started", "--expired", "--json")
@@ -111,11 +111,15 @@ func TestLs(t *testing.T) {
 	for _, e := range got.Records {
 		if e.Problem == "" {
 			stuck = e
+		} else {
+			require.Nil(t, e.TTLMS, "no TTL for a key that is not a record")
+			require.Empty(t, e.State)
 		}
 	}
 	require.Equal(t, "started", stuck.State)
 	require.Equal(t, "charged\a", stuck.RecoveryPoint)
-	require.Equal(t, int64(0), stuck.LeaseTTLMS)
+	require.Equal(t, int64(0), *stuck.LeaseTTLMS)
+	require.Positive(t, *stuck.TTLMS)
 	require.NotNil(t, stuck.CreatedAt)
 	require.Positive(t, *stuck.AgeMS)
 	require.Regexp(t, `^[0-9a-f]{32}$`, stuck.Fingerprint)
