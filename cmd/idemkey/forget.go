@@ -56,7 +56,7 @@ const (
 )
 
 func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("forget", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--force] [--yes] KEY", forgetAbout, stderr)
+	fs := newFlagSet("forget", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--force] [--yes] [--lease D] KEY", forgetAbout, stderr)
 	var (
 		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")

@@ -12,8 +12,7 @@ import (
 
 // scopeAbout is the help of the flags that name a record, for inspect and
 // forget.
-const scopeAbout = `Records are per (scope, key); name the scope
-with exactly one of:
+const scopeAbout = `Records are per (scope, key); name the scope with exactly one of:
 
   --scope S           the scope itself, as the middleware's Options.Scope or
                       Request.Scope gave it ("" is a valid scope: --scope "")
