@@ -56,7 +56,7 @@ func (t *Target) inProgress(ctx context.Context, nodes []node) Result {
 	}
 	if f.oldestLapseKey != "" {
 		msg += fmt.Sprintf("; the longest-lapsed lease ran out %s ago (%s)",
-			(time.Duration(f.oldestLapse)*time.Millisecond).Round(time.Millisecond), f.oldestLapseKey)
+			(time.Duration(f.oldestLapse) * time.Millisecond).Round(time.Millisecond), f.oldestLapseKey)
 	}
 	msg += ". Runs that ended without an outcome left them: " +
 		"a retry with the key takes each over; without one they expire with the retention"
