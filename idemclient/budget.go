@@ -10,37 +10,37 @@ import (
 
 // Budget defaults, applied where a BudgetOptions field is zero.
 const (
-	// DefaultBudgetBurst is the default BudgetOptions.Burst.
-	DefaultBudgetBurst = 10
-	// DefaultBudgetRatio is the default BudgetOptions.Ratio.
-	DefaultBudgetRatio = 0.2
-	// DefaultBudgetPerSecond is the default BudgetOptions.PerSecond.
-	DefaultBudgetPerSecond = 1
-	// DefaultBudgetMaxHosts is the default BudgetOptions.MaxHosts.
-	DefaultBudgetMaxHosts = 1024
+	// defaultBudgetBurst is the default BudgetOptions.Burst.
+	defaultBudgetBurst = 10
+	// defaultBudgetRatio is the default BudgetOptions.Ratio.
+	defaultBudgetRatio = 0.2
+	// defaultBudgetPerSecond is the default BudgetOptions.PerSecond.
+	defaultBudgetPerSecond = 1
+	// defaultBudgetMaxHosts is the default BudgetOptions.MaxHosts.
+	defaultBudgetMaxHosts = 1024
 )
 
 // BudgetOptions configures a Budget; the zero value gives the defaults.
 type BudgetOptions struct {
 	// Burst is the most tokens a host's bucket holds, and what a new bucket
 	// starts with: the retries a host may take at once after a quiet
-	// spell. Default: DefaultBudgetBurst (10).
+	// spell. Default: 10.
 	Burst float64
 
 	// Ratio is the tokens each request to the host adds (once, before its
 	// first attempt). Each retry takes one token, so under a lasting outage
 	// retries add at most Ratio to the host's load: a fleet of clients
-	// cannot turn an outage into a storm. Default: DefaultBudgetRatio (0.2).
+	// cannot turn an outage into a storm. Default: 0.2.
 	Ratio float64
 
 	// PerSecond is the tokens a host's bucket gains each second, so that a
-	// client that sends few requests may still retry them. Default:
-	// DefaultBudgetPerSecond (1).
+	// client that sends few requests may still retry them.
+	// Default: 1.
 	PerSecond float64
 
 	// MaxHosts bounds the hosts tracked. Past it, full buckets are dropped
-	// (a full bucket is what a new one would be), then any. Default:
-	// DefaultBudgetMaxHosts (1024).
+	// (a full bucket is what a new one would be), then any.
+	// Default: 1024.
 	MaxHosts int
 }
 
@@ -78,16 +78,16 @@ func NewBudget(o BudgetOptions) (*Budget, error) {
 		return nil, errors.New("idemclient: BudgetOptions.MaxHosts must not be negative")
 	}
 	if o.Burst == 0 {
-		o.Burst = DefaultBudgetBurst
+		o.Burst = defaultBudgetBurst
 	}
 	if o.Ratio == 0 {
-		o.Ratio = DefaultBudgetRatio
+		o.Ratio = defaultBudgetRatio
 	}
 	if o.PerSecond == 0 {
-		o.PerSecond = DefaultBudgetPerSecond
+		o.PerSecond = defaultBudgetPerSecond
 	}
 	if o.MaxHosts == 0 {
-		o.MaxHosts = DefaultBudgetMaxHosts
+		o.MaxHosts = defaultBudgetMaxHosts
 	}
 	return &Budget{o: o, hosts: make(map[string]*bucket)}, nil
 }

@@ -85,8 +85,9 @@
 // Budget.Tokens tells what a host has left; Transport.Options and
 // Budget.Options give the options in effect, defaults applied.
 //
-// Policy and ParseRetryAfter are exported for any other retry loop that
-// should follow the same rules (idemkey storm --retry).
+// Policy (Retryable and Delay) and ParseRetryAfter are exported for any
+// other retry loop that should follow the same rules: idemkey storm's load
+// mode retries with them.
 //
 // # What happened
 //

@@ -89,8 +89,8 @@ func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }
 
-// KeyFrom returns the key pinned in ctx by WithKey, if any.
-func KeyFrom(ctx context.Context) (string, bool) {
+// keyFrom returns the key pinned in ctx by WithKey, if any.
+func keyFrom(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtx{}).(string)
 	return k, ok
 }

@@ -76,9 +76,9 @@ func TestEncodeKey(t *testing.T) {
 }
 
 func TestWithKey(t *testing.T) {
-	_, ok := KeyFrom(context.Background())
+	_, ok := keyFrom(context.Background())
 	require.False(t, ok)
-	k, ok := KeyFrom(WithKey(context.Background(), "job-7"))
+	k, ok := keyFrom(WithKey(context.Background(), "job-7"))
 	require.True(t, ok)
 	require.Equal(t, "job-7", k)
 }

@@ -1,8 +1,12 @@
 package idemclient
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -10,17 +14,18 @@ import (
 
 // Policy defaults, applied where a field is zero.
 const (
-	// DefaultBaseDelay is the default Policy.BaseDelay.
-	DefaultBaseDelay = 100 * time.Millisecond
-	// DefaultMaxDelay is the default Policy.MaxDelay.
-	DefaultMaxDelay = 10 * time.Second
-	// DefaultMaxRetryAfter is the default Policy.MaxRetryAfter.
-	DefaultMaxRetryAfter = 30 * time.Second
+	// defaultBaseDelay is the default Policy.BaseDelay.
+	defaultBaseDelay = 100 * time.Millisecond
+	// defaultMaxDelay is the default Policy.MaxDelay.
+	defaultMaxDelay = 10 * time.Second
+	// defaultMaxRetryAfter is the default Policy.MaxRetryAfter.
+	defaultMaxRetryAfter = 30 * time.Second
 )
 
-// Policy is the waiting half of a retry policy: how long to wait before
-// retry number n. A server that says when to come back (Retry-After) is
-// believed, within MaxRetryAfter; otherwise the wait is exponential backoff
+// Policy is the retry policy: which outcomes are worth another attempt
+// (Retryable), and how long to wait before retry number n (Delay). A
+// server that says when to come back (Retry-After) is believed, within
+// MaxRetryAfter; otherwise the wait is exponential backoff
 // with full jitter: a uniform random duration in [0, min(MaxDelay,
 // BaseDelay·2ⁿ⁻¹)), so that clients that failed together do not retry
 // together.
@@ -33,15 +38,15 @@ const (
 // A Policy is safe for concurrent use if its Rand is.
 type Policy struct {
 	// BaseDelay is the backoff ceiling of the first retry; it doubles with
-	// each retry after that. Default: DefaultBaseDelay (100ms).
+	// each retry after that. Default: 100ms.
 	BaseDelay time.Duration
 
-	// MaxDelay caps the backoff ceiling. Default: DefaultMaxDelay (10s).
+	// MaxDelay caps the backoff ceiling. Default: 10s.
 	MaxDelay time.Duration
 
 	// MaxRetryAfter caps the wait a Retry-After header asks for: a server
-	// asking for an hour gets retried after MaxRetryAfter. Default:
-	// DefaultMaxRetryAfter (30s).
+	// asking for an hour gets retried after MaxRetryAfter.
+	// Default: 30s.
 	MaxRetryAfter time.Duration
 
 	// Rand returns a uniformly distributed number in [0, 1) for the jitter.
@@ -50,17 +55,17 @@ type Policy struct {
 	Rand func() float64
 }
 
-// Backoff returns the wait before retry number retry (1 for the first
+// backoff returns the wait before retry number retry (1 for the first
 // retry; smaller values count as 1) when the server gave no Retry-After: a
 // uniform random duration in [0, ceiling), where the ceiling is
 // BaseDelay·2^(retry-1), capped at MaxDelay.
-func (p Policy) Backoff(retry int) time.Duration {
+func (p Policy) backoff(retry int) time.Duration {
 	base, ceiling := p.BaseDelay, p.MaxDelay
 	if base <= 0 {
-		base = DefaultBaseDelay
+		base = defaultBaseDelay
 	}
 	if ceiling <= 0 {
-		ceiling = DefaultMaxDelay
+		ceiling = defaultMaxDelay
 	}
 	c := base
 	for i := 1; i < retry && c < ceiling; i++ {
@@ -78,23 +83,72 @@ func (p Policy) Backoff(retry int) time.Duration {
 	return time.Duration(f * float64(c))
 }
 
+// Retryable reports whether an attempt's outcome is worth another attempt
+// of the same request (with the same key, if keyed): the first half of the
+// retry policy, Delay being the second. A network error is, unless a retry
+// cannot fix it (TLS certificate verification, a plain-HTTP answer to
+// HTTPS, an unknown host). A replay (Attempt.Replayed) never is: it is a
+// stored outcome, and a retry gets it again. Otherwise 409 is when keyed
+// (the first attempt is still in progress; without a key a 409 is the
+// application's own conflict), and so are 429, 500, 502, 503 and 504;
+// nothing else is. It is what the Transport retries, and what idemkey storm's
+// load mode retries.
+func (p Policy) Retryable(a Attempt, keyed bool) bool {
+	if a.Err != nil {
+		return !permanent(a.Err)
+	}
+	if a.Replayed {
+		return false
+	}
+	switch a.Status {
+	case http.StatusConflict:
+		return keyed
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// permanent reports whether a failed attempt's error is one a retry cannot
+// fix.
+func permanent(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		dns      *net.DNSError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname),
+		errors.As(err, &invalid), errors.As(err, &record), errors.Is(err, http.ErrSchemeMismatch):
+		return true
+	case errors.As(err, &dns):
+		return dns.IsNotFound
+	}
+	return false
+}
+
 // Delay returns the wait before retry number retry after a response whose
 // Retry-After header value is retryAfter ("" when there was none or the
 // attempt failed without a response), at time now: the Retry-After delay,
 // clamped to [0, MaxRetryAfter], when it is valid (see ParseRetryAfter);
-// Backoff(retry) otherwise.
+// the backoff otherwise: a uniform random duration in [0, ceiling),
+// where the ceiling is BaseDelay·2^(retry-1), capped at MaxDelay.
 func (p Policy) Delay(retry int, retryAfter string, now time.Time) time.Duration {
 	if d, ok := ParseRetryAfter(retryAfter, now); ok {
-		return p.ClampRetryAfter(d)
+		return p.clampRetryAfter(d)
 	}
-	return p.Backoff(retry)
+	return p.backoff(retry)
 }
 
-// ClampRetryAfter bounds a Retry-After delay to [0, MaxRetryAfter].
-func (p Policy) ClampRetryAfter(d time.Duration) time.Duration {
+// clampRetryAfter bounds a Retry-After delay to [0, MaxRetryAfter].
+func (p Policy) clampRetryAfter(d time.Duration) time.Duration {
 	limit := p.MaxRetryAfter
 	if limit <= 0 {
-		limit = DefaultMaxRetryAfter
+		limit = defaultMaxRetryAfter
 	}
 	return max(0, min(d, limit))
 }
@@ -105,8 +159,8 @@ func (p Policy) ClampRetryAfter(d time.Duration) time.Duration {
 //
 // v is either delay-seconds (digits; a decimal fraction such as "0.25" is
 // accepted too) or an HTTP-date in any of the three formats of
-// http.ParseTime. A date in the past gives 0. The delay is not capped (see
-// Policy.ClampRetryAfter), except that it saturates instead of
+// http.ParseTime. A date in the past gives 0. The delay is not capped (Policy.Delay
+// caps it at MaxRetryAfter), except that it saturates instead of
 // overflowing. Surrounding spaces and tabs are ignored.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.Trim(v, " \t")

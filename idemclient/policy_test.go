@@ -1,7 +1,10 @@
 package idemclient
 
 import (
+	"context"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -74,19 +77,19 @@ func TestBackoffIsExponentialWithFullJitter(t *testing.T) {
 	} {
 		p := tc.p
 		p.Rand = func() float64 { return tc.r }
-		require.Equal(t, tc.want, p.Backoff(tc.retry), "%+v retry %d rand %v", tc.p, tc.retry, tc.r)
+		require.Equal(t, tc.want, p.backoff(tc.retry), "%+v retry %d rand %v", tc.p, tc.retry, tc.r)
 	}
 	// Every value stays below its ceiling.
 	p := Policy{Rand: func() float64 { return almostOne }}
 	for retry, ceiling := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 8: 10 * time.Second} {
-		d := p.Backoff(retry)
+		d := p.backoff(retry)
 		require.Less(t, d, ceiling)
 		require.Greater(t, d, ceiling-time.Millisecond)
 	}
 	// The default source spreads values over [0, ceiling).
 	var lo, hi int
 	for range 1000 {
-		d := Policy{}.Backoff(4) // ceiling 800ms
+		d := Policy{}.backoff(4) // ceiling 800ms
 		require.GreaterOrEqual(t, d, time.Duration(0))
 		require.Less(t, d, 800*time.Millisecond)
 		if d < 400*time.Millisecond {
@@ -104,12 +107,39 @@ func TestDelayPrefersRetryAfterClamped(t *testing.T) {
 	p := Policy{Rand: func() float64 { return 0.5 }}
 	require.Equal(t, 3*time.Second, p.Delay(1, "3", now))
 	require.Equal(t, 7*time.Second, p.Delay(1, now.Add(7*time.Second).Format(http.TimeFormat), now))
-	require.Equal(t, DefaultMaxRetryAfter, p.Delay(1, "3600", now))
+	require.Equal(t, defaultMaxRetryAfter, p.Delay(1, "3600", now))
 	require.Equal(t, time.Duration(0), p.Delay(1, now.Add(-time.Hour).Format(http.TimeFormat), now))
 	require.Equal(t, 50*time.Millisecond, p.Delay(1, "", now), "no Retry-After: backoff")
 	require.Equal(t, 100*time.Millisecond, p.Delay(2, "later", now), "a malformed one: backoff")
 	p.MaxRetryAfter = 2 * time.Second
 	require.Equal(t, 2*time.Second, p.Delay(1, "3", now))
-	require.Equal(t, 2*time.Second, p.ClampRetryAfter(time.Hour))
-	require.Equal(t, time.Duration(0), p.ClampRetryAfter(-time.Second))
+	require.Equal(t, 2*time.Second, p.clampRetryAfter(time.Hour))
+	require.Equal(t, time.Duration(0), p.clampRetryAfter(-time.Second))
+}
+
+func TestPolicyRetryable(t *testing.T) {
+	var p Policy
+	for _, tc := range []struct {
+		a     Attempt
+		keyed bool
+		want  bool
+	}{
+		{Attempt{Status: http.StatusConflict}, true, true},
+		{Attempt{Status: http.StatusConflict}, false, false},
+		{Attempt{Status: http.StatusTooManyRequests}, false, true},
+		{Attempt{Status: http.StatusInternalServerError}, true, true},
+		{Attempt{Status: http.StatusInternalServerError, Replayed: true}, true, false},
+		{Attempt{Status: http.StatusServiceUnavailable, Replayed: true}, true, false},
+		{Attempt{Status: http.StatusBadGateway}, true, true},
+		{Attempt{Status: http.StatusGatewayTimeout}, true, true},
+		{Attempt{Status: http.StatusCreated}, true, false},
+		{Attempt{Status: http.StatusUnprocessableEntity}, true, false},
+		{Attempt{Status: http.StatusRequestTimeout}, true, false},
+		{Attempt{Err: context.DeadlineExceeded}, true, true},
+		{Attempt{Err: io.ErrUnexpectedEOF, Status: http.StatusCreated}, true, true},
+		{Attempt{Err: &net.DNSError{IsNotFound: true}}, true, false},
+		{Attempt{Err: http.ErrSchemeMismatch}, true, false},
+	} {
+		require.Equal(t, tc.want, p.Retryable(tc.a, tc.keyed), "%+v keyed=%v", tc.a, tc.keyed)
+	}
 }

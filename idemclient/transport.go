@@ -3,12 +3,9 @@ package idemclient
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,12 +14,12 @@ import (
 
 // Transport defaults, applied where an Options field is zero.
 const (
-	// DefaultMaxAttempts is the default Options.MaxAttempts.
-	DefaultMaxAttempts = 5
-	// DefaultMaxBodyBytes is the default Options.MaxBodyBytes.
-	DefaultMaxBodyBytes = 1 << 20
-	// DefaultResponseBuffer is the default Options.ResponseBuffer.
-	DefaultResponseBuffer = 1 << 20
+	// defaultMaxAttempts is the default Options.MaxAttempts.
+	defaultMaxAttempts = 5
+	// defaultMaxBodyBytes is the default Options.MaxBodyBytes.
+	defaultMaxBodyBytes = 1 << 20
+	// defaultResponseBuffer is the default Options.ResponseBuffer.
+	defaultResponseBuffer = 1 << 20
 )
 
 // drainLimit bounds how much of a response body the Transport reads to keep
@@ -43,7 +40,7 @@ type Options struct {
 	KeyFormat KeyFormat
 
 	// MaxAttempts bounds the attempts of one request, the first included;
-	// 1 turns retries off. Default: DefaultMaxAttempts (5).
+	// 1 turns retries off. Default: 5.
 	MaxAttempts int
 
 	// AttemptTimeout bounds each attempt, reading the response included,
@@ -58,16 +55,15 @@ type Options struct {
 	// and not retried (StopBodyTooLarge). Requests made by
 	// http.NewRequest from a *bytes.Buffer, *bytes.Reader or
 	// *strings.Reader have GetBody and are never buffered. Negative: never
-	// buffer. Default: DefaultMaxBodyBytes (1 MiB, the idemkey
-	// middleware's limit).
+	// buffer. Default: 1 MiB, the idemkey
+	// middleware's limit.
 	MaxBodyBytes int64
 
 	// ResponseBuffer is how much of a response body RoundTrip reads before
 	// returning it, so that a connection lost in the middle of a response
 	// is retried like any other network error. A longer body is passed on
 	// as it streams, and a failure past this point reaches the caller's
-	// Read. Negative: never read ahead. Default: DefaultResponseBuffer
-	// (1 MiB).
+	// Read. Negative: never read ahead. Default: 1 MiB.
 	ResponseBuffer int64
 
 	// Policy computes the waits between attempts. Default: the zero
@@ -132,13 +128,13 @@ func New(base http.RoundTripper, opts Options) (*Transport, error) {
 		base = http.DefaultTransport
 	}
 	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = DefaultMaxAttempts
+		opts.MaxAttempts = defaultMaxAttempts
 	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if opts.ResponseBuffer == 0 {
-		opts.ResponseBuffer = DefaultResponseBuffer
+		opts.ResponseBuffer = defaultResponseBuffer
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -249,10 +245,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		switch {
 		case err != nil && ctx.Err() != nil:
 			stop = StopCanceled
-		case err != nil && permanent(err):
-			stop = StopPermanent
-		case err == nil && !retryStatus(resp, key.value != ""):
+		case !t.o.Policy.Retryable(a, key.value != ""):
 			stop = StopFinal
+			if err != nil {
+				stop = StopPermanent
+			}
 		case noRetry != "":
 			stop = noRetry
 		case n >= t.o.MaxAttempts:
@@ -297,7 +294,7 @@ type key struct {
 // key finds or makes the request's key.
 func (t *Transport) key(req *http.Request) (k key, minted bool, err error) {
 	have := callerKeys(req.Header)
-	pinned, isPinned := KeyFrom(req.Context())
+	pinned, isPinned := keyFrom(req.Context())
 	switch {
 	case len(have) > 1:
 		return key{}, false, fmt.Errorf("%w: the request has %d %s headers; send exactly one", ErrInvalidKey, len(have), HeaderKey)
@@ -415,45 +412,6 @@ func idempotent(method string) bool {
 
 func isReplay(resp *http.Response) bool {
 	return strings.EqualFold(strings.TrimSpace(resp.Header.Get(HeaderReplayed)), "true")
-}
-
-// retryStatus reports whether resp is worth another attempt with the same
-// key. A replay never is: it is a stored outcome, and a retry gets it again.
-func retryStatus(resp *http.Response, keyed bool) bool {
-	if isReplay(resp) {
-		return false
-	}
-	switch resp.StatusCode {
-	case http.StatusConflict:
-		// In progress: the first attempt still runs. Without a key a 409
-		// is the application's own conflict.
-		return keyed
-	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
-// permanent reports whether a failed attempt's error is one a retry cannot
-// fix.
-func permanent(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-		dns      *net.DNSError
-	)
-	switch {
-	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname),
-		errors.As(err, &invalid), errors.As(err, &record), errors.Is(err, http.ErrSchemeMismatch):
-		return true
-	case errors.As(err, &dns):
-		return dns.IsNotFound
-	}
-	return false
 }
 
 // readAhead reads up to limit bytes of resp's body, so that a connection

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/ginmw"
 	"github.com/idemkey/idemkey/internal/storm"
@@ -30,6 +32,15 @@ made and stored, and a share of attempts (--unavailable) gets 503 from the
 provider. Every payment must end with one 201 and one charge; the demo
 prints how many retries that took.
 
+With --storm it runs a retry storm in load mode instead: --rate payments a
+second for --duration, each with its own key, from clients that give up on an
+attempt after --attempt-timeout and retry with the same key (up to --retries
+times, after Retry-After or a backoff), while the provider is slowed to
+--slow-latency for --slow-for from --slow-at on. The report shows the
+amplification the slow provider caused, second by second, and the count
+check shows that every payment was charged once; --report writes it as one
+HTML file.
+
 Exit status: 0 when every key ran exactly once, 1 if not, 2 on a usage error.
 `
 
@@ -44,8 +55,43 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		drop    = fs.Float64("drop", 0.2, "with --flaky: the `share` of executions whose answer is lost after it is stored")
 		unavail = fs.Float64("unavailable", 0.1, "with --flaky: the `share` of attempts answered 503 by the provider")
 		seed    = fs.Uint64("seed", 1, "with --flaky: the seed of the faults")
+
+		stormMode   = fs.Bool("storm", false, "run a retry storm in load mode while the provider is slow for a while")
+		rate        = fs.Float64("rate", 50, "with --storm: payments started per `second`")
+		duration    = fs.Duration("duration", 10*time.Second, "with --storm: how long payments are started")
+		slowAt      = fs.Duration("slow-at", 3*time.Second, "with --storm: when the provider slows down, from the start")
+		slowFor     = fs.Duration("slow-for", 3*time.Second, "with --storm: how long it stays slow")
+		slowLatency = fs.Duration("slow-latency", 1500*time.Millisecond, "with --storm: the provider's latency while slow")
+		attemptTO   = fs.Duration("attempt-timeout", 500*time.Millisecond, "with --storm: the clients' timeout of one attempt")
+		retries     = fs.Int("retries", 5, "with --storm: retries of each payment")
+		report      = fs.String("report", "", "with --storm: write the report as one self-contained HTML `file`")
 	)
 	if code, stop := parseFlags(fs, args); stop {
+		return code
+	}
+	if *stormMode {
+		switch {
+		case fs.NArg() > 0:
+			return usageError(stderr, "demo", "unexpected argument %q", fs.Arg(0))
+		case *flaky:
+			return usageError(stderr, "demo", "--storm and --flaky are two demos: pick one")
+		case !(*rate > 0) || *rate > 5000:
+			return usageError(stderr, "demo", "--rate must be above 0 and at most 5000")
+		case *duration <= 0 || *duration > 10*time.Minute:
+			return usageError(stderr, "demo", "--duration must be above 0 and at most 10m")
+		case *slowAt < 0 || *slowFor < 0 || *slowLatency < 0 || *latency < 0:
+			return usageError(stderr, "demo", "--slow-at, --slow-for, --slow-latency and --provider-latency must not be negative")
+		case *attemptTO <= 0:
+			return usageError(stderr, "demo", "--attempt-timeout must be positive")
+		case *retries < 0:
+			return usageError(stderr, "demo", "--retries must not be negative")
+		}
+		n := *retries
+		if n == 0 {
+			n = -1
+		}
+		code, _ := stormDemo(ctx, stormDemoConfig{rate: *rate, duration: *duration, latency: *latency, slowAt: *slowAt,
+			slowFor: *slowFor, slowLatency: *slowLatency, attemptTimeout: *attemptTO, retries: n, report: *report}, stdout, stderr)
 		return code
 	}
 	switch {
@@ -66,7 +112,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// Duplicates wait for the first attempt and get its answer, so the
 	// storm ends with an answer for every request, not a pile of 409s.
-	d, err := startDemo(*latency, false, stderr, nil)
+	d, err := startDemo(demoSetup{latency: *latency, stderr: stderr, wait: 5 * time.Second})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
 		return 1
@@ -153,14 +199,28 @@ type demoServer struct {
 	close func()
 }
 
-// startDemo serves the payments API (with its fault drills when faults is
-// set) on embedded Redis; wrap, if set, stands between the network and the
-// API. Duplicates wait up to 5s for the first attempt (Wait).
-func startDemo(latency time.Duration, faults bool, stderr io.Writer, wrap func(http.Handler) http.Handler) (*demoServer, error) {
+// demoSetup is how startDemo serves the payments API.
+type demoSetup struct {
+	latency time.Duration // the provider's
+	faults  bool          // the API's fault drills (payments.Config.Faults)
+	wait    time.Duration // how long duplicates wait for the first attempt (ginmw Options.Wait)
+	stderr  io.Writer     // for the API's warnings
+	// wrap, if set, stands between the network and the API.
+	wrap func(http.Handler) http.Handler
+	// redisHook, if set, sees the embedded Redis's commands.
+	redisHook redis.Hook
+}
+
+// startDemo serves the payments API on embedded Redis, as s says.
+func startDemo(s demoSetup) (*demoServer, error) {
+	latency, faults, stderr, wrap := s.latency, s.faults, s.stderr, s.wrap
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mr, rdb, err := embedded()
 	if err != nil {
 		return nil, err
+	}
+	if s.redisHook != nil {
+		rdb.AddHook(s.redisHook)
 	}
 	fail := func(err error) (*demoServer, error) {
 		_ = rdb.Close()
@@ -178,7 +238,7 @@ func startDemo(latency time.Duration, faults bool, stderr io.Writer, wrap func(h
 	api, err := payments.New(payments.Config{
 		Redis:           rdb,
 		Store:           store,
-		Idempotency:     ginmw.Options{Wait: 5 * time.Second, Logger: logger},
+		Idempotency:     ginmw.Options{Wait: s.wait, Logger: logger},
 		ProviderLatency: latency,
 		Faults:          faults,
 		Logger:          logger,

@@ -43,10 +43,10 @@ func flakyDemo(ctx context.Context, cfg flakyConfig, stdout, stderr io.Writer) i
 		cfg.maxAttempts = 10
 	}
 	var chaos *flakyNetwork
-	d, err := startDemo(cfg.latency, true, stderr, func(api http.Handler) http.Handler {
+	d, err := startDemo(demoSetup{latency: cfg.latency, faults: true, wait: 5 * time.Second, stderr: stderr, wrap: func(api http.Handler) http.Handler {
 		chaos = &flakyNetwork{next: api, drop: cfg.drop, unavailable: cfg.unavailable, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed))}
 		return chaos
-	})
+	}})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
 		return 1

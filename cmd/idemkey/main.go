@@ -25,6 +25,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/internal/verify"
 )
 
 const usage = `idemkey: retried requests, made safe.
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "forget":
 		return forget(ctx, rest, stdout, stderr)
 	case "verify":
-		return verify(ctx, rest, stdout, stderr)
+		return verify.Command(ctx, rest, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, rest, stdout, stderr)
 	case "dict":

@@ -2,21 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/examples/payments"
+	"github.com/idemkey/idemkey/internal/refserver"
 )
 
 // verified is "idemkey verify --json", as the tests read it.
@@ -184,139 +180,14 @@ func TestVerifyTextAgainstServe(t *testing.T) {
 	requireTerminalSafe(t, r.stdout)
 }
 
-// refServer is an in-memory Idempotency-Key server for POST /pay, right
-// unless one of its defects is switched on. GET /stats counts its runs.
-type refServer struct {
-	noIdempotency bool   // every request runs, key or no key
-	ignoreBody    bool   // the fingerprint leaves the body out: a changed body replays
-	keyOptional   bool   // a request without a key runs, answered 200
-	dropLocation  bool   // replays lose Location
-	conflict      string // "": duplicates wait for the first run; else they get 409 with this Retry-After ("-" for none)
-
-	// hold makes the first run wait until this many duplicates have been
-	// answered 409, so that they surely overlap (bounded by 10 s).
-	hold int
-
-	runs      atomic.Int64
-	mu        sync.Mutex
-	records   map[string]*refRecord
-	conflicts int
-	held      chan struct{} // closed once hold 409s went out
-}
-
-type refRecord struct {
-	fp       string
-	done     chan struct{}
-	status   int
-	body     []byte
-	location string
-}
-
-func startRef(t *testing.T, s *refServer) string {
+func startRef(t *testing.T, s *refserver.Server) string {
 	t.Helper()
-	s.records = map[string]*refRecord{}
-	s.held = make(chan struct{})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
 
-func (s *refServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/stats" {
-		fmt.Fprintf(w, `{"runs": %d}`, s.runs.Load())
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	key := r.Header.Get("Idempotency-Key")
-	switch {
-	case s.noIdempotency:
-		s.run(w, http.StatusCreated)
-		return
-	case key == "" && s.keyOptional:
-		s.run(w, http.StatusOK)
-		return
-	case key == "":
-		http.Error(w, "Idempotency-Key is required", http.StatusBadRequest)
-		return
-	case len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < '!' || r > '~' }):
-		http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
-		return
-	}
-	fp := r.Method + " " + r.URL.RequestURI()
-	if !s.ignoreBody {
-		fp += "\n" + string(body)
-	}
-	s.mu.Lock()
-	rec := s.records[key]
-	if rec == nil {
-		rec = &refRecord{fp: fp, done: make(chan struct{})}
-		s.records[key] = rec
-		first := len(s.records) == 1
-		s.mu.Unlock()
-		if first && s.hold > 0 {
-			select {
-			case <-s.held:
-			case <-time.After(10 * time.Second):
-			}
-		}
-		n := s.runs.Add(1)
-		rec.status, rec.location = http.StatusCreated, fmt.Sprintf("/pay/%d", n)
-		rec.body = fmt.Appendf(nil, `{"id":"pay_%d"}`, n)
-		close(rec.done)
-		w.Header().Set("Location", rec.location)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rec.status)
-		_, _ = w.Write(rec.body)
-		return
-	}
-	if rec.fp != fp {
-		s.mu.Unlock()
-		http.Error(w, "the key was used for another request", http.StatusUnprocessableEntity)
-		return
-	}
-	if s.conflict != "" {
-		select {
-		case <-rec.done:
-		default:
-			s.conflicts++
-			if s.conflicts == s.hold {
-				close(s.held)
-			}
-			s.mu.Unlock()
-			if s.conflict != "-" {
-				w.Header().Set("Retry-After", s.conflict)
-			}
-			http.Error(w, "in progress", http.StatusConflict)
-			return
-		}
-	}
-	s.mu.Unlock()
-	select {
-	case <-rec.done:
-	case <-r.Context().Done():
-		return
-	}
-	if !s.dropLocation {
-		w.Header().Set("Location", rec.location)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Idempotent-Replayed", "true")
-	w.WriteHeader(rec.status)
-	_, _ = w.Write(rec.body)
-}
-
-func (s *refServer) run(w http.ResponseWriter, status int) {
-	n := s.runs.Add(1)
-	w.Header().Set("Location", fmt.Sprintf("/pay/%d", n))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"id":"pay_%d"}`, n)
-}
-
-func verifyRef(t *testing.T, s *refServer, args ...string) (verified, result, *refServer) {
+func verifyRef(t *testing.T, s *refserver.Server, args ...string) (verified, result, *refserver.Server) {
 	t.Helper()
 	url := startRef(t, s)
 	v, r := runVerifyBin(t, append([]string{"--url", url + "/pay", "--body", payment, "--count-url", url + "/stats", "--count-field", "runs"}, args...)...)
@@ -324,16 +195,16 @@ func verifyRef(t *testing.T, s *refServer, args ...string) (verified, result, *r
 }
 
 func TestVerifyPassesAgainstAReferenceServer(t *testing.T) {
-	v, r, s := verifyRef(t, &refServer{})
+	v, r, s := verifyRef(t, &refserver.Server{})
 	require.Equal(t, 0, r.code, r.stdout)
 	require.Equal(t, "pass", v.Verdict)
-	require.Equal(t, int64(1), s.runs.Load())
+	require.Equal(t, int64(1), s.Runs())
 	// This server hashes the body's bytes: the probe says so.
 	require.True(t, strings.HasPrefix(v.Observed.Fingerprint.Canonical, "no, the body's bytes are hashed"), v.Observed.Fingerprint.Canonical)
 }
 
 func TestVerifyFailsWithoutIdempotency(t *testing.T) {
-	v, r, s := verifyRef(t, &refServer{noIdempotency: true})
+	v, r, s := verifyRef(t, &refserver.Server{NoIdempotency: true})
 	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Equal(t, "fail", v.Verdict)
 	res := v.results()
@@ -346,21 +217,21 @@ func TestVerifyFailsWithoutIdempotency(t *testing.T) {
 	require.Contains(t, v.failed("concurrency"), "exactly one original: 20 (201 x20)")
 	require.Contains(t, v.failed("concurrency"), "the rest are replays or 409s with Retry-After: 0 replays, 0 409s; not so: 19 more originals")
 	require.Contains(t, v.failed("replay"), "marked Idempotent-Replayed: true")
-	require.Positive(t, s.runs.Load())
+	require.Positive(t, s.Runs())
 }
 
 func TestVerifyFailsWhenTheBodyIsIgnored(t *testing.T) {
-	v, r, s := verifyRef(t, &refServer{ignoreBody: true})
+	v, r, s := verifyRef(t, &refserver.Server{IgnoreBody: true})
 	require.Equal(t, 1, r.code, r.stdout)
 	require.Equal(t, map[string]string{"missing-key": "ok", "malformed-key": "ok", "concurrency": "ok", "replay": "ok",
 		"mismatch": "fail", "side-effects": "ok", "lost-response": "skip"}, v.results(), r.stdout)
 	require.Contains(t, v.failed("mismatch"), "422 for the same key with another body ($.amount: 1200 -> 1201): 201 replayed")
 	require.True(t, strings.HasPrefix(v.Observed.Fingerprint.Body, "not covered"), v.Observed.Fingerprint.Body)
-	require.Equal(t, int64(1), s.runs.Load())
+	require.Equal(t, int64(1), s.Runs())
 }
 
 func TestVerifyFailsWhenAMissingKeyRuns(t *testing.T) {
-	url := startRef(t, &refServer{keyOptional: true})
+	url := startRef(t, &refserver.Server{KeyOptional: true})
 	v, r := runVerifyBin(t, "--url", url+"/pay", "--body", payment)
 	require.Equal(t, 1, r.code, r.stdout)
 	require.Equal(t, map[string]string{"missing-key": "fail", "malformed-key": "ok", "concurrency": "ok", "replay": "ok",
@@ -374,7 +245,7 @@ func TestVerifyFailsWhenAMissingKeyRuns(t *testing.T) {
 }
 
 func TestVerifyFailsWhenReplaysLoseLocation(t *testing.T) {
-	v, r, _ := verifyRef(t, &refServer{dropLocation: true})
+	v, r, _ := verifyRef(t, &refserver.Server{DropLocation: true})
 	require.Equal(t, 1, r.code, r.stdout)
 	res := v.results()
 	require.Equal(t, "fail", res["replay"], r.stdout)
@@ -383,8 +254,36 @@ func TestVerifyFailsWhenReplaysLoseLocation(t *testing.T) {
 	require.Contains(t, v.failed("replay"), `Location none, not /pay/1`)
 }
 
+// A server that only locks a key while it runs: its duplicates get 409,
+// and their retries run again.
+func TestVerifyFailsWhenItOnlyLocks(t *testing.T) {
+	v, r, s := verifyRef(t, &refserver.Server{LockOnly: true, Conflict: "0.2", Hold: 4}, "--parallel", "5")
+	require.Equal(t, 1, r.code, r.stdout)
+	res := v.results()
+	require.Equal(t, "fail", res["concurrency"], r.stdout)
+	require.Equal(t, "fail", res["replay"], r.stdout)
+	require.Equal(t, "fail", res["side-effects"], r.stdout)
+	require.GreaterOrEqual(t, v.Observed.Concurrency.InProgress, 4)
+	require.Equal(t, 5, v.Observed.Concurrency.Originals, "each 409 ran again on its retry")
+	require.Contains(t, v.failed("concurrency"), "exactly one original: 5 (201 x5)")
+	require.Contains(t, v.failed("replay"), "marked Idempotent-Replayed: true: 201 (")
+	require.Greater(t, s.Runs(), int64(5))
+}
+
+// A server that replays without saying so.
+func TestVerifyFailsWhenReplaysAreUnmarked(t *testing.T) {
+	v, r, s := verifyRef(t, &refserver.Server{NoReplayHeader: true})
+	require.Equal(t, 1, r.code, r.stdout)
+	res := v.results()
+	require.Equal(t, "fail", res["replay"], r.stdout)
+	require.Equal(t, "fail", res["concurrency"], r.stdout)
+	require.Equal(t, "ok", res["side-effects"], r.stdout)
+	require.Contains(t, v.failed("replay"), "marked Idempotent-Replayed: true: 201 (application/json")
+	require.Equal(t, int64(1), s.Runs())
+}
+
 func TestVerifyRetries409s(t *testing.T) {
-	v, r, s := verifyRef(t, &refServer{conflict: "0.2", hold: 9}, "--parallel", "10")
+	v, r, s := verifyRef(t, &refserver.Server{Conflict: "0.2", Hold: 9}, "--parallel", "10")
 	require.Equal(t, 0, r.code, r.stdout)
 	// The first run waits for 9 409s; each copy ends with one replay.
 	c := v.Observed.Concurrency
@@ -392,10 +291,10 @@ func TestVerifyRetries409s(t *testing.T) {
 	require.Equal(t, map[string]int{"0.2": c.InProgress}, c.RetryAfter)
 	require.Equal(t, 1, c.Originals)
 	require.Equal(t, 9, c.Replays)
-	require.Equal(t, int64(1), s.runs.Load())
+	require.Equal(t, int64(1), s.Runs())
 
 	// Without Retry-After, verify still retries (with backoff), and says so.
-	v, r, _ = verifyRef(t, &refServer{conflict: "-", hold: 4}, "--parallel", "5")
+	v, r, _ = verifyRef(t, &refserver.Server{Conflict: "-", Hold: 4}, "--parallel", "5")
 	require.Equal(t, 1, r.code, r.stdout)
 	require.Equal(t, "fail", v.results()["concurrency"], r.stdout)
 	require.Contains(t, v.failed("concurrency"), `409 with Retry-After ""`)
@@ -431,55 +330,4 @@ func TestVerifyUsage(t *testing.T) {
 	r := runBin(t, 30*time.Second, "verify", "-h")
 	require.Equal(t, 0, r.code)
 	require.Contains(t, r.stderr, "--fault-header")
-}
-
-func TestChangeOneValue(t *testing.T) {
-	for _, tc := range []struct {
-		in, out, change, err string
-	}{
-		{payment, `{"amount": 1201, "currency": "EUR", "customer": "cus_1"}`, "$.amount: 1200 -> 1201", ""},
-		{`{"customer": "cus_1", "amount": 1200}`, `{"customer": "cus_1", "amount": 1201}`, "$.amount: 1200 -> 1201", ""},
-		{`{"a": {"b c": [true, -2.5]}}`, `{"a": {"b c": [true, -1.5]}}`, `$.a["b c"][1]: -2.5 -> -1.5`, ""},
-		{`{"items": [{"sku": "x\"y", "ok": false}]}`, `{"items": [{"sku": "x\"yx", "ok": false}]}`, `$.items[0].sku: "x\"y" -> "x\"yx"`, ""},
-		{`[false, null]`, `[true, null]`, "$[0]: false -> true", ""},
-		{`  7 `, `  8 `, "$: 7 -> 8", ""},
-		{`{"n": 9223372036854775807}`, `{"n": 9223372036854775806}`, "$.n: 9223372036854775807 -> 9223372036854775806", ""},
-		{`{"n": 1e400}`, `{"n": 0}`, "$.n: 1e400 -> 0", ""},
-		{`{}`, "", "", "no number, string or boolean"},
-		{`{"a": null}`, "", "", "no number, string or boolean"},
-		{``, "", "", "no body"},
-		{`amount=1200`, "", "", "not JSON"},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			out, change, err := changeOneValue([]byte(tc.in))
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.out, string(out))
-			require.Equal(t, tc.change, change)
-		})
-	}
-}
-
-func TestReformat(t *testing.T) {
-	out, err := reformat([]byte(payment))
-	require.NoError(t, err)
-	require.Equal(t, "{\n    \"amount\": 1200,\n    \"currency\": \"EUR\",\n    \"customer\": \"cus_1\"\n}\n", string(out))
-	already := []byte("{\n    \"a\": 1\n}\n")
-	out, err = reformat(already)
-	require.NoError(t, err)
-	require.NotEqual(t, already, out)
-	require.JSONEq(t, string(already), string(out))
-	_, err = reformat([]byte("a=1"))
-	require.Error(t, err)
-}
-
-func TestDiffBytes(t *testing.T) {
-	require.Empty(t, diffBytes([]byte("same"), []byte("same")))
-	require.Equal(t, `body differs at byte 11: "{\"id\":\"pay_2\"}", not "{\"id\":\"pay_1\"}"`,
-		diffBytes([]byte(`{"id":"pay_1"}`), []byte(`{"id":"pay_2"}`)))
-	require.Contains(t, diffBytes([]byte("abc"), []byte("ab")), `differs at byte 2: (end), not "abc"`)
-	require.Contains(t, diffBytes([]byte("a"), []byte("a\x1b[31m")), `"a\x1b[31m", not (end)`)
 }

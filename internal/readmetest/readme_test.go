@@ -90,6 +90,7 @@ func TestSnippetsRun(t *testing.T) {
 
 	handle(context.Background(), store, message{ID: "m1"})
 	clientQuickStart(srv.URL + "/v1/orders")
+	t.Run("kit", TestCreateOrder)
 }
 
 // TestLinksResolve: every relative link in the repository's Markdown names a

@@ -224,6 +224,11 @@ func classifyKey(key string, attempts, probe []attempt) keyVerdict {
 		} else {
 			f.Reason = "no final answer"
 		}
+	case f.Originals == 0 && f.TransportErrors == 0:
+		// The key is fresh: its original can only be one of our attempts,
+		// and none was lost on the way.
+		kv.class = classInconclusive
+		f.Reason = fmt.Sprintf("replayed, never executed: %d replays and no original, with no attempt lost on the way", f.Replays)
 	case kv.probe == probeNotFinal:
 		kv.class = classInconclusive
 		f.Reason = "late probe got no final answer: " + f.Probe
@@ -331,6 +336,9 @@ func (r *runner) report(keys []*keyRun, elapsed time.Duration) *Report {
 				if firstErr == nil {
 					firstErr = a.err
 				}
+				if a.timeout {
+					rep.Timeouts++
+				}
 				continue
 			}
 			rep.Responses++
@@ -353,6 +361,9 @@ func (r *runner) report(keys []*keyRun, elapsed time.Duration) *Report {
 		switch kv.class {
 		case classPassed:
 			rep.KeysPassed++
+			if f.Originals == 0 {
+				rep.ReplayOnly++
+			}
 		case classFailed:
 			rep.KeysFailed++
 			list(&rep.Failures, f)

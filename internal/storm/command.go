@@ -6,11 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/mattn/go-isatty"
+
+	"github.com/idemkey/idemkey/idemclient"
+	"github.com/idemkey/idemkey/internal/httpflag"
 )
 
 const usageText = `Usage: idemkey storm --url URL [flags]
@@ -27,17 +32,36 @@ classifies every key:
                 final answers that differ, or a probe that is not an
                 identical replay
   inconclusive  no final answer: only 409, 408, 425, 429, 503 or transport
-                errors, in the storm or in the probe
+                errors, in the storm or in the probe; or replays and no
+                original, with no attempt lost on the way (the original must
+                be one of the storm's: the key is fresh)
 
 The verdict is pass when every key passed (and, with --count-url, the count
 grew by exactly the number of keys that passed), fail when a key failed or
-the count grew by another number, inconclusive otherwise.
+the count grew by another number (an inconclusive key may add one: its
+answer was lost, not necessarily its run), inconclusive otherwise.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.
 
-Exit status: 0 pass, 1 fail or inconclusive, 2 usage error or not a single
-HTTP response.
+Load mode, when --rate or --duration is given: --rate operations start every
+second for --duration, on a fixed schedule that does not wait for the server.
+Each operation has a key of its own and is sent --dups times at once (default
+1); every copy gives up on an attempt after --attempt-timeout and retries with
+the same key and body, up to --retries times, as idemclient does (409, 429,
+500, 502, 503, 504 and network errors, after Retry-After or an exponential
+backoff with full jitter between the two --backoff bounds), within --timeout
+for the whole operation. At most --max-in-flight attempts are in flight: an
+operation that has to wait for a slot is late, and every latency counts from
+the scheduled start. The report adds operations, attempts, amplification
+(attempts per operation), goodput (operations completed per second), latency
+percentiles and a per-second timeline; --report writes it as one HTML file.
+--max-p99, --max-amplification and --min-goodput are thresholds: a broken one
+makes the exit status 1 whatever the verdict. --keys, --concurrency and
+--retry are the burst mode's.
+
+Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
+broken threshold, 2 usage error or not a single HTTP response.
 
 Flags:
 `
@@ -56,7 +80,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var (
-		headers    cli.Headers
+		headers    httpflag.Headers
 		retry      bool
 		target     = fs.String("url", "", "target `URL` (required)")
 		method     = fs.String("method", http.MethodPost, "HTTP `method`")
@@ -64,13 +88,25 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		file       = fs.String("body-file", "", "read the request body from `file`; {n} and {key} are replaced")
 		keyHeader  = fs.String("key-header", headerIdempotencyKey, "the request `header` that carries the idempotency key")
 		keys       = fs.Int("keys", defaultKeys, "number of distinct idempotency keys")
-		dups       = fs.Int("dups", defaultDups, "identical requests per key")
+		dups       = fs.Int("dups", defaultDups, "identical requests per key, sent at once (load mode: copies of each operation, default 1)")
 		conc       = fs.Int("concurrency", defaultConcurrency, "concurrent workers")
 		timeout    = fs.Duration("timeout", defaultTimeout, "timeout of each request, its retries included")
 		noProbe    = fs.Bool("no-probe", false, "skip the late probe (one more duplicate per key after the storm, which must be an identical replay)")
-		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed")
+		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed (plus at most one per inconclusive key)")
 		countField = fs.String("count-field", "", "the count's member `name` in the --count-url JSON object (dots reach into nested objects)")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
+	)
+	var (
+		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration)")
+		duration    = fs.Duration("duration", 0, "load mode: how long operations are scheduled (default 10s with --rate)")
+		maxInFlight = fs.Int("max-in-flight", defaultMaxInFlight, "load mode: attempts in flight at most; an operation that waits for a slot is late")
+		attemptTO   = fs.Duration("attempt-timeout", 0, "load mode: give up on one attempt after this long and retry it with the same key (default: none but --timeout)")
+		retries     = fs.Int("retries", defaultRetries, "load mode: retries of each copy of an operation")
+		backoff     = fs.String("backoff", "100ms,10s", "load mode: `MIN,MAX` of the exponential backoff with full jitter, for an answer without Retry-After (which is honoured up to 30s)")
+		reportFile  = fs.String("report", "", "load mode: write the report as one self-contained HTML `file`")
+		maxP99      = fs.Duration("max-p99", 0, "load mode threshold: the operations' p99 latency at most this")
+		maxAmp      = fs.Float64("max-amplification", 0, "load mode threshold: attempts per operation at most this")
+		minGoodput  = fs.Float64("min-goodput", 0, "load mode threshold: operations completed per second at least this")
 	)
 	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
 	fs.BoolVar(&retry, "retry", false, retryUsage)
@@ -93,13 +129,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if _, err := cli.ParseURL(*target); err != nil {
+	if _, err := httpflag.ParseURL(*target); err != nil {
 		return usageErr("--url: %v", err)
 	}
-	if !cli.IsToken(*method) {
+	if !httpflag.IsToken(*method) {
 		return usageErr("--method: invalid method %q", *method)
 	}
-	if !cli.IsToken(*keyHeader) {
+	if !httpflag.IsToken(*keyHeader) {
 		return usageErr("--key-header: invalid header name %q", *keyHeader)
 	}
 	if _, ok := headers.Header[http.CanonicalHeaderKey(*keyHeader)]; ok {
@@ -111,6 +147,20 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}{{"keys", *keys}, {"dups", *dups}, {"concurrency", *conc}} {
 		if c.v < 1 {
 			return usageErr("--%s must be at least 1, got %d", c.name, c.v)
+		}
+	}
+	loadMode := set["rate"] || set["duration"]
+	if loadMode {
+		for _, name := range []string{"keys", "concurrency", "retry", "retry-409"} {
+			if set[name] {
+				return usageErr("--%s is the burst mode's; load mode (--rate, --duration) schedules --rate x --duration operations", name)
+			}
+		}
+	} else {
+		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification", "min-goodput"} {
+			if set[name] {
+				return usageErr("--%s needs load mode: give --rate or --duration", name)
+			}
 		}
 	}
 	if int64(*keys)*int64(*dups) > maxRequests {
@@ -126,7 +176,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("--count-url and --count-field go together")
 	}
 	if *countURL != "" {
-		if _, err := cli.ParseURL(*countURL); err != nil {
+		if _, err := httpflag.ParseURL(*countURL); err != nil {
 			return usageErr("--count-url: %v", err)
 		}
 	}
@@ -151,6 +201,39 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoProbe:     *noProbe,
 		CountURL:    *countURL,
 		CountField:  *countField,
+	}
+	if loadMode {
+		switch {
+		case set["rate"] && !(*rate > 0) || math.IsInf(*rate, 0):
+			return usageErr("--rate must be a positive number, got %v", *rate)
+		case set["duration"] && *duration <= 0:
+			return usageErr("--duration must be positive, got %s", *duration)
+		case *maxInFlight < 1:
+			return usageErr("--max-in-flight must be at least 1, got %d", *maxInFlight)
+		case *attemptTO < 0:
+			return usageErr("--attempt-timeout must not be negative, got %s", *attemptTO)
+		case *retries < 0:
+			return usageErr("--retries must not be negative, got %d", *retries)
+		case *maxP99 < 0 || *maxAmp < 0 || *minGoodput < 0 || math.IsNaN(*maxAmp) || math.IsNaN(*minGoodput):
+			return usageErr("--max-p99, --max-amplification and --min-goodput must not be negative")
+		}
+		lo, hi, err := parseBackoff(*backoff)
+		if err != nil {
+			return usageErr("--backoff: %v", err)
+		}
+		cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout = *rate, *duration, *maxInFlight, *attemptTO
+		cfg.Retries = *retries
+		if cfg.Retries == 0 {
+			cfg.Retries = -1
+		}
+		cfg.Policy = idemclient.Policy{BaseDelay: lo, MaxDelay: hi}
+		cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput = *maxP99, *maxAmp, *minGoodput
+		if !set["dups"] {
+			cfg.Dups = 1
+		}
+		if _, _, err := normalize(cfg); err != nil {
+			return usageErr("%v", err)
+		}
 	}
 	cfg.Body, cfg.BodyFor = bodyTemplate(payload)
 	cfg.Header, cfg.HeaderFor = headerTemplate(headers.Header)
@@ -180,15 +263,36 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkey storm: writing report: %v\n", err)
 		return 2
 	}
+	if *reportFile != "" {
+		if err := rep.WriteHTMLFile(*reportFile); err != nil {
+			fmt.Fprintf(stderr, "idemkey storm: --report: %v\n", err)
+			return 2
+		}
+	}
 	return rep.ExitCode()
 }
 
-// isTerminal reports whether w is an *os.File connected to a terminal.
+// parseBackoff parses --backoff's "MIN,MAX".
+func parseBackoff(s string) (lo, hi time.Duration, err error) {
+	a, b, ok := strings.Cut(s, ",")
+	if !ok {
+		return 0, 0, fmt.Errorf("want MIN,MAX (e.g. 100ms,10s), got %q", s)
+	}
+	if lo, err = time.ParseDuration(strings.TrimSpace(a)); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = time.ParseDuration(strings.TrimSpace(b)); err != nil {
+		return 0, 0, err
+	}
+	if lo <= 0 || hi < lo {
+		return 0, 0, fmt.Errorf("want 0 < MIN <= MAX, got %q", s)
+	}
+	return lo, hi, nil
+}
+
+// isTerminal reports whether w is an *os.File connected to a terminal (not
+// merely a character device such as /dev/null).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && isatty.IsTerminal(f.Fd())
 }

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/idemclient"
+	"github.com/idemkey/idemkey/internal/httpflag"
 )
 
 const (
@@ -23,11 +25,19 @@ const (
 	defaultMaxRetries  = 100
 	defaultMaxFailures = 10
 
+	defaultRate        = 100
+	defaultDuration    = 10 * time.Second
+	defaultMaxInFlight = 1000
+	defaultRetries     = 3
+	// maxOperations bounds Rate*Duration.
+	maxOperations = 2_000_000
+
 	// maxRequests bounds Keys*Dups.
 	maxRequests = 100_000_000
 	// snippetLen is how many leading body bytes are kept for failure reasons.
 	snippetLen = 48
-	// progressInterval is how often the progress line is rewritten.
+	// progressInterval is how often the burst mode's progress line is
+	// rewritten; load mode's is once a second.
 	progressInterval = 200 * time.Millisecond
 )
 
@@ -79,7 +89,8 @@ type Config struct {
 	// that is not final (409, 408, 425, 429, 503 without the replay
 	// header, or a transport error), after its Retry-After, until a final
 	// answer arrives or Timeout runs out. The late probe retries the same
-	// way.
+	// way. Load mode has its own retries (Retries, Policy) and always
+	// retries its late probe like this.
 	Retry bool
 	// MaxRetries bounds the retries of one request when Retry is set, so a
 	// server answering "Retry-After: 0" cannot spin a worker; 0 means 100.
@@ -88,8 +99,10 @@ type Config struct {
 	NoProbe bool
 	// CountURL, when set, is read with GET before and after the storm; the
 	// JSON number at CountField in its answer counts the side effects the
-	// server made. The storm fails unless it grew by exactly the number of
-	// keys that passed. The request carries no storm headers.
+	// server made. The storm fails unless it grew by the number of keys
+	// that passed, plus at most one per inconclusive key (whose answers
+	// were lost, not necessarily its run). The request carries no storm
+	// headers.
 	CountURL string
 	// CountField names the number in CountURL's JSON object; dots reach
 	// into nested objects ("stats.charges"). Required with CountURL.
@@ -109,9 +122,71 @@ type Config struct {
 	// too.
 	Client *http.Client
 	// Progress, when non-nil, receives a progress line rewritten in place
-	// with carriage returns every 200ms, cleared when the storm ends. Only
-	// point it at a terminal.
+	// with carriage returns (every 200ms in the burst mode, every second in
+	// load mode), cleared when the storm ends. Only point it at a terminal.
 	Progress io.Writer
+
+	// Rate, when positive, selects load mode (so does Duration): Rate
+	// operations are started per second, on a fixed schedule that does not
+	// wait for the server (open loop). Each operation has a key of its own
+	// and is sent Dups times at once. Keys and Concurrency are the burst
+	// mode's and are ignored. 0 in load mode means 100.
+	Rate float64
+	// Duration, when positive, selects load mode: operations are scheduled
+	// for Duration, Rate*Duration of them (rounded up), and the run lasts
+	// until the last one has ended. 0 in load mode means 10s.
+	Duration time.Duration
+	// MaxInFlight bounds the attempts in flight at once in load mode. An
+	// operation whose first attempt has to wait for a slot is late; its
+	// latency still counts from its scheduled start. 0 means 1000.
+	MaxInFlight int
+	// AttemptTimeout bounds one attempt in load mode: the client gives up
+	// on it and retries with the same key and body. Timeout bounds the
+	// whole operation, its attempts and waits together. 0: no bound but
+	// Timeout.
+	AttemptTimeout time.Duration
+	// Retries bounds the retries of each copy of an operation in load mode;
+	// 0 means 3, a negative value none. Which answers are retried, and
+	// when, is Policy's.
+	Retries int
+	// Policy is the retry policy of load mode: Policy.Retryable says which
+	// answers are retried, Policy.Delay how long to wait (Retry-After,
+	// capped at Policy.MaxRetryAfter, else exponential backoff with full
+	// jitter between BaseDelay and MaxDelay). The zero value is
+	// idemclient's default policy.
+	Policy idemclient.Policy
+
+	// MaxP99 is a threshold of load mode: the run breaks it when the p99 of
+	// the operations' latency is above it. 0: no threshold.
+	MaxP99 time.Duration
+	// MaxAmplification is a threshold of load mode: attempts per operation
+	// started. 0: no threshold.
+	MaxAmplification float64
+	// OnStart, if set, is called once when the storm starts sending (after
+	// the side-effect count was read): a clock for what should happen
+	// during the run, such as a slow window in a demo.
+	OnStart func()
+
+	// MinGoodput is a threshold of load mode: operations completed with a
+	// final answer per second of the schedule. 0: no threshold.
+	MinGoodput float64
+}
+
+// loadMode reports whether cfg selects load mode.
+func (cfg Config) loadMode() bool { return cfg.Rate > 0 || cfg.Duration > 0 }
+
+// operations returns the number of operations load mode schedules.
+func (cfg Config) operations() int {
+	return int(math.Ceil(cfg.Rate*cfg.Duration.Seconds() - 1e-9))
+}
+
+// connections returns the keep-alive connections the storm's transport
+// keeps: one per worker, or per attempt in flight.
+func (cfg Config) connections() int {
+	if cfg.loadMode() {
+		return cfg.MaxInFlight
+	}
+	return cfg.Concurrency
 }
 
 // normalize applies defaults and validates cfg.
@@ -122,20 +197,25 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 	if cfg.Method == "" {
 		cfg.Method = http.MethodPost
 	}
-	if !cli.IsToken(cfg.Method) {
+	if !httpflag.IsToken(cfg.Method) {
 		return bad("invalid method %q", cfg.Method)
 	}
-	target, err := cli.ParseURL(cfg.URL)
+	target, err := httpflag.ParseURL(cfg.URL)
 	if err != nil {
 		return bad("%v", err)
 	}
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = headerIdempotencyKey
 	}
-	if !cli.IsToken(cfg.KeyHeader) {
+	if !httpflag.IsToken(cfg.KeyHeader) {
 		return bad("invalid key header name %q", cfg.KeyHeader)
 	}
 	cfg.KeyHeader = http.CanonicalHeaderKey(cfg.KeyHeader)
+	if cfg.loadMode() || cfg.Rate < 0 || cfg.Duration < 0 {
+		if err := normalizeLoad(&cfg); err != nil {
+			return bad("%v", err)
+		}
+	}
 	switch {
 	case cfg.Keys < 0:
 		return bad("keys must not be negative")
@@ -180,7 +260,7 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 		}
 	}
 	if cfg.CountURL != "" || cfg.CountField != "" {
-		if _, err := cli.ParseURL(cfg.CountURL); err != nil {
+		if _, err := httpflag.ParseURL(cfg.CountURL); err != nil {
 			return bad("count URL: %v", err)
 		}
 		if cfg.CountField == "" {
@@ -193,7 +273,7 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 // checkHeader reports the first invalid header name or value in h.
 func checkHeader(h http.Header) error {
 	for name, values := range h {
-		if !cli.IsToken(name) {
+		if !httpflag.IsToken(name) {
 			return fmt.Errorf("invalid header name %q", name)
 		}
 		for _, v := range values {
@@ -202,5 +282,55 @@ func checkHeader(h http.Header) error {
 			}
 		}
 	}
+	return nil
+}
+
+// normalizeLoad applies load mode's defaults and checks its settings.
+func normalizeLoad(cfg *Config) error {
+	switch {
+	case cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0):
+		return fmt.Errorf("rate must be a positive number")
+	case cfg.Duration < 0:
+		return fmt.Errorf("duration must not be negative")
+	case cfg.MaxInFlight < 0:
+		return fmt.Errorf("max in flight must not be negative")
+	case cfg.AttemptTimeout < 0:
+		return fmt.Errorf("attempt timeout must not be negative")
+	case cfg.Policy.BaseDelay < 0 || cfg.Policy.MaxDelay < 0 || cfg.Policy.MaxRetryAfter < 0:
+		return fmt.Errorf("backoff delays must not be negative")
+	case cfg.MaxP99 < 0 || cfg.MaxAmplification < 0 || cfg.MinGoodput < 0 ||
+		math.IsNaN(cfg.MaxAmplification) || math.IsNaN(cfg.MinGoodput):
+		return fmt.Errorf("thresholds must not be negative")
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = defaultRate
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = defaultDuration
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = defaultMaxInFlight
+	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = defaultRetries
+	case cfg.Retries < 0:
+		cfg.Retries = 0
+	}
+	if cfg.Dups == 0 {
+		cfg.Dups = 1
+	}
+	if n := cfg.Rate * cfg.Duration.Seconds(); n > maxOperations {
+		return fmt.Errorf("rate x duration must not exceed %d operations", maxOperations)
+	}
+	if cfg.operations() < 1 {
+		return fmt.Errorf("rate x duration must make at least one operation")
+	}
+	if int64(cfg.operations())*int64(cfg.Dups) > maxRequests {
+		return fmt.Errorf("operations x dups must not exceed %d", maxRequests)
+	}
+	cfg.Keys = cfg.operations()
+	cfg.Concurrency = min(cfg.MaxInFlight, defaultConcurrency) // the late probe's workers
+	cfg.Retry = true                                           // the late probe's retries
 	return nil
 }

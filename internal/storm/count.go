@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/idemkey/idemkey/internal/cli"
+	"github.com/idemkey/idemkey/internal/httpflag"
 )
 
 // maxCountBytes bounds the answer of Config.CountURL.
@@ -38,7 +38,7 @@ func (r *runner) readCount(ctx context.Context) (int64, error) {
 	if len(body) > maxCountBytes {
 		return 0, fmt.Errorf("GET %s: body over %d bytes", r.cfg.CountURL, maxCountBytes)
 	}
-	n, err := cli.CountField(body, r.cfg.CountField)
+	n, err := httpflag.CountField(body, r.cfg.CountField)
 	if err != nil {
 		return 0, fmt.Errorf("GET %s: %w", r.cfg.CountURL, err)
 	}

@@ -23,6 +23,57 @@
 // for every duplicate of a key; -H 'X-User: user-{n}' makes every key a
 // different caller, to storm an API that scopes keys by caller.
 //
+// # Load mode
+//
+// With Config.Rate or Config.Duration (--rate, --duration) a storm is a
+// load test instead of a burst: operations start on a fixed schedule,
+// Rate a second for Duration (100/s and 10s by default), whatever the
+// server does (open loop: a slow server does not slow the arrivals). Each
+// operation has a fresh key of its own and is sent Dups times at once (1
+// by default: a client, not a double click). Every copy is a client of its
+// own: it gives up on an attempt after Config.AttemptTimeout and asks
+// again with the same key and body, up to Config.Retries times (3), after
+// the wait of Config.Policy (the answer's Retry-After, capped at 30s, else
+// exponential backoff with full jitter between --backoff's bounds, 100ms
+// and 10s by default); which answers it retries is Policy.Retryable's:
+// 409, 429, 500, 502, 503, 504 and network errors, never a replay. That is
+// what idemclient's Transport does: one retry policy for the client and the
+// storm. Config.Timeout bounds the whole operation, its attempts and waits.
+// At most Config.MaxInFlight attempts (1000) are in flight; an operation
+// whose first attempt has to wait for a slot is late, and every operation's
+// latency counts from its scheduled start, the wait included, so that a
+// stalled server cannot hide behind a stalled generator (no coordinated
+// omission).
+//
+// An operation is completed when every copy got a final answer (an
+// original below 500 or a replay), failed when a copy gave up without one.
+// The report adds (Report.Load): operations scheduled, started, completed,
+// failed, late and not started; attempts; amplification (attempts per
+// operation started); goodput (operations completed per second of the
+// schedule); the achieved rate and start lag of the schedule; operation
+// latency (p50, p90, p99, max, from the scheduled start), attempt latency;
+// and a timeline: per second of the run, the operations scheduled in it
+// (with their latency percentiles, and how many were late) and the attempts
+// sent in it by answer class (original, replay, in progress, retry later,
+// 5xx, timeout, transport error: there the classes partition the attempts,
+// originals without the 5xx and transport errors without the timeouts).
+// The keys are classified, probed and counted as in the burst mode. A key
+// whose first answer was lost to the client's own timeout and whose final
+// answer is a replay passes: it ran once as far as its answers show;
+// --count-url is what proves it, and the report says so when it was not
+// given.
+//
+// Config.MaxP99, MaxAmplification and MinGoodput are thresholds, as k6 has
+// them: the verdict is computed as ever, and a broken threshold is listed
+// in the report (Report.Thresholds) and makes Report.ExitCode 1.
+// Report.WriteHTML writes the report as one self-contained HTML page
+// (--report FILE): the verdict and summary, then charts over time drawn as
+// inline SVG from the run's numbers (attempts per second stacked by answer
+// class, operation latency p50 and p99, amplification). With a terminal as
+// stderr, the command rewrites a progress line once a second: elapsed,
+// operations, attempts, amplification, the p99 of the last second, 409s
+// and errors.
+//
 // # Classifying answers
 //
 // Every attempt falls into exactly one class, checked in this order:
@@ -77,8 +128,14 @@
 //
 // Otherwise a key is INCONCLUSIVE when it got no final answer at all (only
 // 409, 408, 425, 429, 503 or transport errors, or it was never sent because
-// the storm was interrupted), or when the late probe got no final answer.
-// Otherwise it PASSED. Headers other than Idempotent-Replayed are not
+// the storm was interrupted); when its final answers are all replays and
+// none of its attempts was lost (a timeout or another transport error), for
+// the key is fresh and its original can only have been one of the storm's
+// attempts ("replayed, never executed"); or when the late probe got no
+// final answer. Otherwise it PASSED. A key that passed on replays alone,
+// its original's answer lost to a timeout, ran once as far as its answers
+// show: Report.ReplayOnly counts them, and only the side-effect count
+// (below) proves it. Headers other than Idempotent-Replayed are not
 // compared. A server that answers a first execution with a 4xx it does not
 // store fails rule 1, because every duplicate then executes again; the
 // statuses listed with the key make that visible.
@@ -105,8 +162,10 @@
 // and after the probe: the member CountField (dots reach into nested
 // objects) of the object served, which must be an integer, e.g. the
 // "provider_charges" of the /v1/stats of "idemkey serve". Those requests
-// carry none of the storm's headers. The count must grow by exactly the
-// number of keys that passed. This catches a server that runs every
+// carry none of the storm's headers. The count must grow by the number of
+// keys that passed, plus at most one for each inconclusive key: a key
+// whose answers were all lost may still have run, once (with no
+// inconclusive key, exactly the keys that passed). This catches a server that runs every
 // duplicate and still replays perfectly. A count that cannot be read
 // before the storm stops it before anything is sent (Run returns an error
 // wrapping ErrCount).
@@ -116,7 +175,8 @@
 // The verdict (Report.Verdict) is
 //
 //   - "fail" when a key failed, or the count was read after the storm and
-//     grew by another number than the keys that passed;
+//     grew by fewer than the keys that passed or by more than those and
+//     the inconclusive ones;
 //   - otherwise "inconclusive" when a key is inconclusive, the storm was
 //     interrupted, not a single HTTP response arrived, or the count could
 //     not be read after the storm;
@@ -132,5 +192,15 @@
 // or "inconclusive"; "keys_passed", "keys_failed" and "keys_inconclusive"
 // count the classes; "failures" and "inconclusive" list up to ten keys of
 // each class with the statuses each got; "probe" and "count" hold the
-// probe's and the count check's figures.
+// probe's and the count check's figures; "mode" is "burst" or "load". In
+// load mode it adds "operations" (scheduled, started, completed, failed,
+// late, not_started), "attempts", "amplification", "goodput",
+// "achieved_rate", "latency_ms" (then the operations' latency),
+// "attempt_latency_ms", "start_lag_ms", "thresholds" (name, limit, value,
+// ok) and "timeline": [{"t", "operations", "late", "attempts",
+// "amplification", "originals", "replays", "in_progress", "retry_later",
+// "server_errors", "timeouts", "transport_errors", "p50_ms", "p99_ms"}].
+//
+// Exit codes: 0 for pass with no threshold broken; 1 for fail,
+// inconclusive or a broken threshold; 2 as above.
 package storm

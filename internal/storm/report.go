@@ -1,6 +1,9 @@
 package storm
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Verdict values as they appear in Report.Verdict and in the JSON report.
 const (
@@ -8,7 +11,8 @@ const (
 	// read, grew by exactly the number of keys).
 	VerdictPass = "pass"
 	// VerdictFail means at least one key failed, or the side-effect count
-	// grew by another number than the keys that passed.
+	// grew by fewer than the keys that passed, or by more than those plus
+	// one per inconclusive key.
 	VerdictFail = "fail"
 	// VerdictInconclusive means no key failed but not every key passed:
 	// some got no final answer (or the probe got none), the storm was
@@ -73,6 +77,15 @@ type Report struct {
 	// ServerErrors counts non-replayed 5xx responses other than 503; they
 	// are among Originals.
 	ServerErrors int
+	// Timeouts counts the attempts the client's own timeout cut
+	// (Config.Timeout, or Config.AttemptTimeout in load mode); they are
+	// among TransportErrors.
+	Timeouts int
+	// ReplayOnly counts the keys that passed on replays alone: no attempt
+	// of theirs was answered as an original, because the original's answer
+	// was lost on the way (a timeout or a transport error). Only
+	// Config.CountURL proves that such a key ran once.
+	ReplayOnly int
 
 	// Probe is the outcome of the late probe.
 	Probe Probe
@@ -92,6 +105,14 @@ type Report struct {
 	// Inconclusive lists inconclusive keys in key order, at most
 	// Config.MaxFailures of them.
 	Inconclusive []Failure
+
+	// Load holds load mode's figures: operations, amplification, goodput,
+	// latencies from the scheduled start, the timeline. Nil in the burst
+	// mode.
+	Load *Load
+	// Thresholds lists load mode's thresholds and how the run measured
+	// against them; a broken one makes ExitCode 1 whatever the verdict.
+	Thresholds []Threshold
 
 	// Interrupted reports that the storm was cancelled before completing.
 	Interrupted bool
@@ -183,9 +204,24 @@ type Failure struct {
 }
 
 // countMismatch reports whether the side-effect count was read and grew by
-// another number than the keys that passed.
+// another number than the keys that passed, give or take one for each
+// inconclusive key: a key whose answers were lost may have run once, but
+// not twice.
 func (r *Report) countMismatch() bool {
-	return r.Count != nil && r.Count.Read && r.Count.Delta() != int64(r.KeysPassed)
+	if r.Count == nil || !r.Count.Read {
+		return false
+	}
+	d := r.Count.Delta()
+	return d < int64(r.KeysPassed) || d > int64(r.KeysPassed+r.KeysInconclusive)
+}
+
+// countWant describes the growth of the count the keys allow: "5 keys
+// passed", or "5 to 7: 5 keys passed, 2 inconclusive".
+func (r *Report) countWant() string {
+	if r.KeysInconclusive == 0 {
+		return fmt.Sprintf("%d keys passed", r.KeysPassed)
+	}
+	return fmt.Sprintf("%d to %d: %d keys passed, %d inconclusive", r.KeysPassed, r.KeysPassed+r.KeysInconclusive, r.KeysPassed, r.KeysInconclusive)
 }
 
 // Verdict returns VerdictPass, VerdictFail or VerdictInconclusive, as the
@@ -205,12 +241,12 @@ func (r *Report) Verdict() string {
 // Pass reports whether the verdict is VerdictPass.
 func (r *Report) Pass() bool { return r.Verdict() == VerdictPass }
 
-// ExitCode returns the process exit code for the report: 0 for pass, 2 when
-// not a single HTTP response was received, 1 otherwise (fail or
-// inconclusive).
+// ExitCode returns the process exit code for the report: 0 for pass with
+// no broken threshold, 2 when not a single HTTP response was received, 1
+// otherwise (fail, inconclusive, or a broken threshold).
 func (r *Report) ExitCode() int {
 	switch {
-	case r.Pass():
+	case r.Pass() && len(r.BrokenThresholds()) == 0:
 		return 0
 	case r.Responses == 0:
 		return 2

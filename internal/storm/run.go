@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -26,8 +27,10 @@ type attempt struct {
 	size       int64
 	snippet    []byte
 	latency    time.Duration
+	start      time.Duration // when it was sent, from the start of the run
 	retryAfter string
 	err        error
+	timeout    bool // err: the client's own timeout cut it (--timeout, --attempt-timeout)
 }
 
 // keyRun holds one key, what its duplicates send and the attempts made for
@@ -39,6 +42,8 @@ type keyRun struct {
 	host    string
 	gate    chan struct{} // closed once all duplicates were picked up
 	arrived atomic.Int64
+
+	op *loadOp // load mode's figures; nil in the burst mode
 
 	mu       sync.Mutex
 	attempts []attempt // the storm's
@@ -61,6 +66,7 @@ type runner struct {
 	target      *url.URL
 	client      *http.Client
 	probeClient *http.Client
+	start       time.Time // of the storm
 
 	attempts     atomic.Int64 // HTTP attempts of the storm finished (responses + errors)
 	completed    atomic.Int64 // logical (key, dup) requests finished
@@ -87,15 +93,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &runner{cfg: cfg, target: target, client: cfg.Client, probeClient: cfg.Client}
 	if r.client == nil {
-		tr := newTransport(cfg.Concurrency)
+		tr := newTransport(cfg.connections())
 		defer tr.CloseIdleConnections()
 		r.client = newClient(tr)
-		probe := newTransport(cfg.Concurrency)
+		probe := newTransport(cfg.connections())
 		probe.DisableKeepAlives = true // a fresh connection for every probe
 		r.probeClient = newClient(probe)
 	}
-	keys, err := r.keys()
-	if err != nil {
+	base := r.baseHeader()
+	var keys []*keyRun
+	if !cfg.loadMode() {
+		if keys, err = r.keys(base); err != nil {
+			return nil, err
+		}
+	} else if err := r.checkHeaderFor(); err != nil {
 		return nil, err
 	}
 
@@ -106,11 +117,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	if cfg.OnStart != nil {
+		cfg.OnStart()
+	}
 	start := time.Now()
-	stopProgress := r.startProgress(start)
-	r.storm(ctx, keys)
+	r.start = start
+	var l *loader
+	var stopProgress func()
+	if cfg.loadMode() {
+		l = r.newLoader(start)
+		stopProgress = l.startProgress()
+		keys = r.load(ctx, base, start, l)
+	} else {
+		stopProgress = r.startProgress(start)
+		r.storm(ctx, keys)
+	}
 	elapsed := time.Since(start)
-	interrupted := ctx.Err() != nil && r.completed.Load() < int64(cfg.Keys*cfg.Dups)
+	interrupted := ctx.Err() != nil && (cfg.loadMode() || r.completed.Load() < int64(cfg.Keys*cfg.Dups))
 	var probeElapsed time.Duration
 	if !cfg.NoProbe && !interrupted {
 		r.probing.Store(true)
@@ -123,6 +146,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep := r.report(keys, elapsed)
 	rep.Probe.Elapsed = probeElapsed
+	if l != nil {
+		rep.Load = l.report(keys, rep)
+		if l.err != nil {
+			rep.Error, interrupted = l.err.Error(), true
+		}
+	}
 	if cfg.CountURL != "" {
 		rep.Count = &Count{URL: cfg.CountURL, Field: cfg.CountField, Before: before}
 		if !interrupted {
@@ -135,48 +164,81 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if interrupted {
 		rep.Interrupted = true
+	}
+	rep.Thresholds = cfg.thresholds(rep)
+	if interrupted {
 		return rep, ctx.Err()
 	}
 	return rep, nil
 }
 
-// keys generates the storm's keys and what each sends.
-func (r *runner) keys() ([]*keyRun, error) {
-	cfg := r.cfg
-	base := cfg.Header.Clone()
+// baseHeader returns the headers every request carries, before the key's
+// own.
+func (r *runner) baseHeader() http.Header {
+	base := r.cfg.Header.Clone()
 	if base == nil {
 		base = http.Header{}
 	}
 	if base.Get("User-Agent") == "" {
 		base.Set("User-Agent", "idemkey-storm")
 	}
-	keys := make([]*keyRun, cfg.Keys)
+	return base
+}
+
+// keys generates the burst storm's keys and what each sends.
+func (r *runner) keys(base http.Header) ([]*keyRun, error) {
+	keys := make([]*keyRun, r.cfg.Keys)
 	for i := range keys {
-		k := &keyRun{key: cfg.KeyPrefix + newKey(), gate: make(chan struct{})}
-		k.body = cfg.Body
-		if cfg.BodyFor != nil {
-			k.body = cfg.BodyFor(k.key, i)
+		k, err := r.newKeyRun(base, i)
+		if err != nil {
+			return nil, err
 		}
-		h := base.Clone()
-		if cfg.HeaderFor != nil {
-			extra := cfg.HeaderFor(k.key, i)
-			if err := checkHeader(extra); err != nil {
-				return nil, fmt.Errorf("%w: headers of key %d: %v", ErrInvalidConfig, i, err)
-			}
-			for name, values := range extra {
-				h[http.CanonicalHeaderKey(name)] = values
-			}
-		}
-		if len(k.body) > 0 && h.Get("Content-Type") == "" {
-			h.Set("Content-Type", "application/json")
-		}
-		k.host = h.Get("Host")
-		h.Del("Host")
-		h.Set(cfg.KeyHeader, k.key)
-		k.header = h
+		k.gate = make(chan struct{})
 		keys[i] = k
 	}
 	return keys, nil
+}
+
+// checkHeaderFor checks Config.HeaderFor's headers for the first key, the
+// check load mode can make before it starts.
+func (r *runner) checkHeaderFor() error {
+	if r.cfg.HeaderFor == nil {
+		return nil
+	}
+	if err := checkHeader(r.cfg.HeaderFor("", 0)); err != nil {
+		return fmt.Errorf("%w: headers of key 0: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// newKeyRun mints the i-th key and builds what its requests send. It
+// fails, wrapping ErrInvalidConfig, when Config.HeaderFor returns an
+// invalid header.
+func (r *runner) newKeyRun(base http.Header, i int) (*keyRun, error) {
+	cfg := r.cfg
+	k := &keyRun{key: cfg.KeyPrefix + newKey()}
+	k.body = cfg.Body
+	if cfg.BodyFor != nil {
+		k.body = cfg.BodyFor(k.key, i)
+	}
+	h := base.Clone()
+	if cfg.HeaderFor != nil {
+		extra := cfg.HeaderFor(k.key, i)
+		if err := checkHeader(extra); err != nil {
+			return nil, fmt.Errorf("%w: headers of key %d: %v", ErrInvalidConfig, i, err)
+		}
+		for name, values := range extra {
+			h[http.CanonicalHeaderKey(name)] = values
+		}
+	}
+	if len(k.body) > 0 && h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	k.host = h.Get("Host")
+	h.Del("Host")
+	h.Set(cfg.KeyHeader, k.key)
+	k.header = h
+	return k, nil
 }
 
 // newClient returns a client on tr that does not follow redirects.
@@ -326,18 +388,7 @@ func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
 // send sends one HTTP request for k, bounded by rctx. ok is false when ctx
 // (the storm's) was cancelled, in which case the attempt is not recorded.
 func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attempt, ok bool) {
-	var body io.Reader = http.NoBody
-	if len(k.body) > 0 {
-		body = bytes.NewReader(k.body)
-	}
-	req, err := http.NewRequestWithContext(rctx, r.cfg.Method, r.target.String(), body)
-	if err != nil {
-		return attempt{err: err}, true
-	}
-	req.Header = k.header.Clone()
-	if k.host != "" {
-		req.Host = k.host
-	}
+	req := r.newRequest(rctx, k)
 	client := r.client
 	if probe {
 		client = r.probeClient
@@ -346,56 +397,103 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attem
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	start := time.Now()
+	a.start = start.Sub(r.start)
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return attempt{}, false
 		}
-		return attempt{err: err, latency: time.Since(start)}, true
+		a.err, a.latency, a.timeout = err, time.Since(start), rctx.Err() != nil
+		return a, true
 	}
-	a = attempt{
-		status:     resp.StatusCode,
-		replay:     strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true"),
-		retryAfter: resp.Header.Get("Retry-After"),
-	}
-	h := sha256.New()
-	snip := &prefixWriter{max: snippetLen}
-	var problem *prefixWriter
-	w := io.MultiWriter(h, snip)
-	if a.replay && isProblem(resp.Header.Get("Content-Type")) {
-		problem = &prefixWriter{max: maxProblemBytes + 1}
-		w = io.MultiWriter(h, snip, problem)
-	}
-	a.size, err = io.Copy(w, resp.Body)
+	a.status = resp.StatusCode
+	a.replay = strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true")
+	a.retryAfter = resp.Header.Get("Retry-After")
+	s := sinks.Get().(*sink)
+	s.reset(a.replay && isProblem(resp.Header.Get("Content-Type")))
+	a.size, err = io.CopyBuffer(s, resp.Body, s.buf)
 	_ = resp.Body.Close()
 	a.latency = time.Since(start)
 	if err != nil {
+		sinks.Put(s)
 		if ctx.Err() != nil {
 			return attempt{}, false
 		}
-		return attempt{err: fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), latency: a.latency}, true
+		a.err, a.timeout = fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), rctx.Err() != nil
+		return a, true
 	}
-	h.Sum(a.sum[:0])
-	a.snippet = snip.buf
-	a.oversize = problem != nil && isTooLarge(problem.buf, a.status)
+	s.h.Sum(a.sum[:0])
+	if len(s.snip) > 0 {
+		a.snippet = append([]byte(nil), s.snip...)
+	}
+	a.oversize = s.problem != nil && isTooLarge(s.problem, a.status)
+	sinks.Put(s)
 	return a, true
+}
+
+// newRequest builds an attempt's request for k, as http.NewRequest would
+// but without parsing the URL again: the URL and the header are shared by
+// the attempts, read-only (net/http modifies neither).
+func (r *runner) newRequest(ctx context.Context, k *keyRun) *http.Request {
+	req := &http.Request{
+		Method: r.cfg.Method, URL: r.target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: k.header, Host: r.target.Host, Body: http.NoBody, GetBody: noBody,
+	}
+	if k.host != "" {
+		req.Host = k.host
+	}
+	if n := len(k.body); n > 0 {
+		body := k.body
+		req.ContentLength = int64(n)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return req.WithContext(ctx)
+}
+
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
+
+// sink takes in a response body: its SHA-256, its first snippetLen bytes
+// and, for a problem document, up to maxProblemBytes+1 of it. Sinks are
+// pooled, with their copy buffers, to keep the generator's work per attempt
+// small.
+type sink struct {
+	h       hash.Hash
+	buf     []byte
+	snip    []byte
+	problem []byte
+	keep    bool // keep the problem document
+}
+
+var sinks = sync.Pool{New: func() any {
+	return &sink{h: sha256.New(), buf: make([]byte, 16<<10), snip: make([]byte, 0, snippetLen)}
+}}
+
+func (s *sink) reset(problem bool) {
+	s.h.Reset()
+	s.snip = s.snip[:0]
+	s.problem = s.problem[:0]
+	s.keep = problem
+	if !problem {
+		s.problem = nil
+	}
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.h.Write(p)
+	if room := snippetLen - len(s.snip); room > 0 {
+		s.snip = append(s.snip, p[:min(room, len(p))]...)
+	}
+	if s.keep {
+		if room := maxProblemBytes + 1 - len(s.problem); room > 0 {
+			s.problem = append(s.problem, p[:min(room, len(p))]...)
+		}
+	}
+	return len(p), nil
 }
 
 // isProblem reports whether a Content-Type is application/problem+json.
 func isProblem(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/problem+json"
-}
-
-// prefixWriter keeps the first max bytes written to it.
-type prefixWriter struct {
-	max int
-	buf []byte
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	if room := w.max - len(w.buf); room > 0 {
-		w.buf = append(w.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
 }

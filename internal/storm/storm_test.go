@@ -641,9 +641,17 @@ func TestTimeoutIsTransportError(t *testing.T) {
 
 func TestProgress(t *testing.T) {
 	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
-		w.Header().Set("Idempotent-Replayed", "true")
+		mu.Lock()
+		defer mu.Unlock()
+		if key := r.Header.Get("Idempotency-Key"); seen[key] {
+			w.Header().Set("Idempotent-Replayed", "true")
+		} else {
+			seen[key] = true
+		}
 	}))
 	t.Cleanup(srv.Close)
 
@@ -744,11 +752,12 @@ func TestClassifyKey(t *testing.T) {
 		reason   string
 	}{
 		{"one original, replays", []attempt{ok, replay, inProgress, tooMany, unavailable, transport, replay}, []attempt{replay}, classPassed, ""},
-		{"only replays", []attempt{replay, replay}, []attempt{replay}, classPassed, ""},
+		{"only replays", []attempt{replay, replay}, []attempt{replay}, classInconclusive, "replayed, never executed: 2 replays and no original"},
+		{"replays after a lost attempt", []attempt{transport, replay, replay}, []attempt{replay}, classPassed, ""},
 		{"not probed", []attempt{ok, replay}, nil, classPassed, ""},
 		{"probe retried to a replay", []attempt{ok}, []attempt{unavailable, replay}, classPassed, ""},
 		{"oversize replays", []attempt{ok, oversize, oversize}, []attempt{oversize}, classPassed, ""},
-		{"oversize replays alone", []attempt{oversize, oversize}, []attempt{oversize}, classPassed, ""},
+		{"oversize replays alone", []attempt{transport, oversize, oversize}, []attempt{oversize}, classPassed, ""},
 		{"oversize of another status", []attempt{mk(200, "a", false), oversize}, nil, classFailed, "divergent: 2 distinct final responses"},
 		{"nothing final", []attempt{inProgress, tooMany, unavailable, transport}, nil, classInconclusive, "no final answer"},
 		{"not sent", nil, nil, classInconclusive, "not sent"},

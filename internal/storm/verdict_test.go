@@ -284,3 +284,26 @@ func TestFalseFailOversizeResponse(t *testing.T) {
 	require.Equal(t, keys*(dups-1), j.Replays)
 	require.Equal(t, int64(keys), executions.Load())
 }
+
+// Issue 22, item 13, confirmed: a server that answers every request of a
+// fresh key as a replay never ran any of them for this storm, yet the
+// storm used to pass it without a side-effect count. A replay without an
+// original is explained only by an original whose answer was lost (a
+// timeout or a transport error); with none lost, the key is inconclusive.
+func TestReplaysWithoutAnOriginalAreInconclusive(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"pay_cached"}`)
+	}))
+	t.Cleanup(srv.Close)
+
+	code, j, stderr := runJSON(t, "--url", srv.URL, "--keys", "4", "--dups", "3")
+	require.Equal(t, 1, code, stderr)
+	require.Equal(t, "inconclusive", j.Verdict)
+	require.Zero(t, j.Originals)
+	require.Equal(t, 4, j.KeysInconclusive)
+	for _, k := range j.Inconclusive {
+		require.Contains(t, k.Reason, "replayed, never executed")
+	}
+}

@@ -1,7 +1,9 @@
-// Package cli holds what idemkey's commands that send HTTP requests share:
-// a repeatable "Name: value" header flag, the check of a target URL, and the
-// reading of a side-effect counter from a JSON document.
-package cli
+// Package httpflag parses what a command line says about an HTTP endpoint,
+// for the idemkey commands that send requests to one (storm, verify): a
+// repeatable "Name: value" header flag (-H), the check of a target URL
+// (--url, --count-url), of a token (--method, --key-header), and the
+// --count-field path to a side-effect counter in a JSON document.
+package httpflag
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"encoding/json"
@@ -14,12 +14,12 @@ import (
 
 // The verdicts of a run.
 const (
-	verdictPass = "pass"
-	verdictFail = "fail"
+	VerdictPass = "pass"
+	VerdictFail = "fail"
 )
 
-// verifyReport is the result of "idemkey verify"; --json prints it.
-type verifyReport struct {
+// Report is the result of a run; "idemkey verify --json" prints it.
+type Report struct {
 	Method    string        `json:"method"`
 	URL       string        `json:"url"`
 	KeyHeader string        `json:"key_header"`
@@ -28,37 +28,41 @@ type verifyReport struct {
 	Elapsed   time.Duration `json:"-"`
 	ElapsedMS int64         `json:"elapsed_ms"`
 	Requests  int           `json:"requests"`
-	Checks    []*check      `json:"checks"`
+	Checks    []*Check      `json:"checks"`
 	Observed  observations  `json:"observed"`
-	Count     *countReport  `json:"count,omitempty"`
+	Count     *CountReport  `json:"count,omitempty"`
 	Verdict   string        `json:"verdict"` // "pass" or "fail"
+	// Tool is what ran the checks (Config.Tool).
+	Tool string `json:"-"`
+
+	optionalKey string // Config.Words.OptionalKey
 }
 
-// check is one check of the list: ok when every clause holds.
-type check struct {
+// Check is one check of the list: ok when every clause holds.
+type Check struct {
 	Name     string   `json:"name"`
 	Title    string   `json:"title"`
 	Result   string   `json:"result"`        // "ok", "fail" or "skip"
 	Key      string   `json:"key,omitempty"` // the key the check used, for 'idemkey inspect'; none for the refused ones
 	Summary  string   `json:"summary"`
-	Clauses  []clause `json:"clauses,omitempty"`
+	Clauses  []Clause `json:"clauses,omitempty"`
 	Evidence []string `json:"evidence,omitempty"`
 }
 
-// clause is one thing a check requires, and what was seen.
-type clause struct {
+// Clause is one thing a check requires, and what was seen.
+type Clause struct {
 	Clause string `json:"clause"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
 }
 
-func (r *verifyReport) add(name, title string) *check {
-	c := &check{Name: name, Title: title, Result: resultOK}
+func (r *Report) add(name, title string) *Check {
+	c := &Check{Name: name, Title: title, Result: ResultOK}
 	r.Checks = append(r.Checks, c)
 	return c
 }
 
-func (r *verifyReport) check(name string) *check {
+func (r *Report) check(name string) *Check {
 	for _, c := range r.Checks {
 		if c.Name == name {
 			return c
@@ -67,21 +71,21 @@ func (r *verifyReport) check(name string) *check {
 	return nil
 }
 
-func (c *check) clause(text string, ok bool, detail string) {
-	c.Clauses = append(c.Clauses, clause{Clause: text, OK: ok, Detail: detail})
+func (c *Check) clause(text string, ok bool, detail string) {
+	c.Clauses = append(c.Clauses, Clause{Clause: text, OK: ok, Detail: detail})
 	if !ok {
-		c.Result = resultFail
+		c.Result = ResultFail
 	}
 }
 
-func (c *check) skip(why string) {
-	c.Result, c.Summary = resultSkip, why
+func (c *Check) skip(why string) {
+	c.Result, c.Summary = ResultSkip, why
 }
 
-func (c *check) evidence(s string) { c.Evidence = append(c.Evidence, s) }
+func (c *Check) evidence(s string) { c.Evidence = append(c.Evidence, s) }
 
-// failedDetails joins the clauses of c that do not hold.
-func failedDetails(c *check) string {
+// Failed joins the clauses of c that do not hold, each with its detail.
+func (c *Check) Failed() string {
 	var d []string
 	for _, cl := range c.Clauses {
 		if !cl.OK {
@@ -119,6 +123,9 @@ type observations struct {
 	Replay       *answer                 `json:"replay,omitempty"`
 	Mismatch     *answer                 `json:"mismatch,omitempty"`
 	LostResponse *lostObservation        `json:"lost_response,omitempty"`
+	Scope        *scopeObservation       `json:"scope,omitempty"`        // Config.Kit
+	CrashResume  *lostObservation        `json:"crash_resume,omitempty"` // Config.Kit
+	TTL          *ttlObservation         `json:"ttl,omitempty"`          // Config.Kit
 	Fingerprint  fingerprintObservation  `json:"fingerprint"`
 	// ReplayedFor is how long after the original's answer an identical
 	// replay still came back.
@@ -153,15 +160,17 @@ type fingerprintObservation struct {
 	Canonical string `json:"canonical_json"`
 }
 
-type countReport struct {
+// CountReport follows the side-effect counter through a run.
+type CountReport struct {
 	URL    string      `json:"url"`
 	Field  string      `json:"field"`
 	Before int64       `json:"before"`
 	After  int64       `json:"after"`
-	Steps  []countStep `json:"steps"`
+	Steps  []CountStep `json:"steps"`
 }
 
-func (r *verifyReport) writeJSON(w io.Writer) error {
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
 	r.ElapsedMS = r.Elapsed.Milliseconds()
 	r.Observed.ReplayedForMS = r.Observed.ReplayedFor.Milliseconds()
 	enc := json.NewEncoder(w)
@@ -169,17 +178,17 @@ func (r *verifyReport) writeJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-func (r *verifyReport) endpoint() string { return r.Method + " " + r.URL }
+func (r *Report) endpoint() string { return r.Method + " " + r.URL }
 
-// writeText writes the checks for a terminal: one line per check, and the
+// WriteText writes the checks for a terminal: one line per check, and the
 // clauses of a failed one below it. Text from the server is quoted.
-func (r *verifyReport) writeText(w io.Writer) error {
+func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "idemkey verify: %s (key header %s)\n\n", r.endpoint(), r.KeyHeader)
+	fmt.Fprintf(&b, "%s: %s (key header %s)\n\n", r.Tool, r.endpoint(), r.KeyHeader)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, c := range r.Checks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", resultWord(c.Result), c.Title, c.Summary)
-		if c.Result == resultFail {
+		if c.Result == ResultFail {
 			for _, cl := range c.Clauses {
 				fmt.Fprintf(tw, "\t\t  %s %s: %s\n", resultWord(okResult(cl.OK)), cl.Clause, cl.Detail)
 			}
@@ -201,13 +210,13 @@ func (r *verifyReport) writeText(w io.Writer) error {
 
 func okResult(ok bool) string {
 	if ok {
-		return resultOK
+		return ResultOK
 	}
-	return resultFail
+	return ResultFail
 }
 
 func resultWord(result string) string {
-	if result == resultFail {
+	if result == ResultFail {
 		return "FAIL"
 	}
 	return result
@@ -221,14 +230,14 @@ func orNotTested(s string) string {
 }
 
 // tally counts the checks by result, as "5 ok, 1 failed (replay), 1 skipped".
-func (r *verifyReport) tally() string {
+func (r *Report) tally() string {
 	var ok, skipped int
 	var failed []string
 	for _, c := range r.Checks {
 		switch c.Result {
-		case resultOK:
+		case ResultOK:
 			ok++
-		case resultSkip:
+		case ResultSkip:
 			skipped++
 		default:
 			failed = append(failed, c.Title)
@@ -244,10 +253,10 @@ func (r *verifyReport) tally() string {
 	return s
 }
 
-// writeMarkdown writes the idempotency guide's output template, filled in
-// from what the run observed; what cannot be seen from outside is marked
-// so, never guessed.
-func (r *verifyReport) writeMarkdown(w io.Writer) error {
+// WriteMarkdown writes the idempotency guide's output template ("##
+// Idempotency for <endpoint>"), filled in from what the run observed; what
+// cannot be seen from outside is marked so, never guessed.
+func (r *Report) WriteMarkdown(w io.Writer) error {
 	const outside = "not observable from outside"
 	var b strings.Builder
 	o := r.Observed
@@ -265,11 +274,13 @@ func (r *verifyReport) writeMarkdown(w io.Writer) error {
 	}
 
 	// Key scope and retention.
-	fmt.Fprintf(&b, "- Key scope and retention: %s. Scope: every request of this run carried the same credentials, so keys were not tried across callers (`idemkey storm -H 'Authorization: Bearer …{n}'` can). Retention: ", outside)
-	if o.ReplayedFor > 0 {
-		fmt.Fprintf(&b, "an identical replay still came back %s after the original answer; how long outcomes are kept: %s.\n", o.ReplayedFor.Round(time.Millisecond), outside)
-	} else {
-		fmt.Fprintf(&b, "%s.\n", outside)
+	if !r.kitScope(&b) {
+		fmt.Fprintf(&b, "- Key scope and retention: %s. Scope: every request of this run carried the same credentials, so keys were not tried across callers (`idemkey storm -H 'Authorization: Bearer …{n}'` can). Retention: ", outside)
+		if o.ReplayedFor > 0 {
+			fmt.Fprintf(&b, "an identical replay still came back %s after the original answer; how long outcomes are kept: %s.\n", o.ReplayedFor.Round(time.Millisecond), outside)
+		} else {
+			fmt.Fprintf(&b, "%s.\n", outside)
+		}
 	}
 
 	// Fingerprint.
@@ -311,7 +322,7 @@ func (r *verifyReport) writeMarkdown(w io.Writer) error {
 	if o.MissingKey != nil {
 		fmt.Fprintf(&b, "  - missing key: %s\n", mdText(describeAnswer(o.MissingKey)))
 	} else {
-		b.WriteString("  - missing key: not tested (--optional-key)\n")
+		b.WriteString("  - missing key: not tested (" + r.optionalKey + ")\n")
 	}
 	for _, m := range o.MalformedKey {
 		fmt.Fprintf(&b, "  - malformed key, %s: %s\n", m.Key, mdText(describeAnswer(m.Answer)))
@@ -326,16 +337,20 @@ func (r *verifyReport) writeMarkdown(w io.Writer) error {
 	// Tests.
 	b.WriteString("- Tests: ")
 	var parts []string
-	for _, name := range []string{checkConcurrency, checkReplay, checkMismatch} {
+	for _, name := range []string{CheckConcurrency, CheckReplay, CheckMismatch} {
 		if c := r.check(name); c != nil {
 			parts = append(parts, c.Title+" "+resultWord(c.Result))
 		}
 	}
-	parts = append(parts, "crash-resume "+outside+" (it needs the server killed mid-request)")
-	fmt.Fprintf(&b, "%s. Every check of `idemkey verify`:\n", strings.Join(parts, ", "))
+	if c := r.check(CheckCrashResume); c != nil {
+		parts = append(parts, c.Title+" "+resultWord(c.Result)+cond(c.Result == ResultSkip, " ("+c.Summary+")"))
+	} else {
+		parts = append(parts, "crash-resume "+outside+" (it needs the server killed mid-request)")
+	}
+	fmt.Fprintf(&b, "%s. Every check of `%s`:\n", strings.Join(parts, ", "), r.Tool)
 	for _, c := range r.Checks {
 		fmt.Fprintf(&b, "  - %s %s: %s\n", resultWord(c.Result), c.Title, mdText(c.Summary))
-		if c.Result == resultFail {
+		if c.Result == ResultFail {
 			for _, cl := range c.Clauses {
 				if !cl.OK {
 					fmt.Fprintf(&b, "    - FAIL %s: %s\n", mdText(cl.Clause), mdText(cl.Detail))
@@ -353,8 +368,8 @@ func (r *verifyReport) writeMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  - side-effect counter %s at %s: %d before, %d after (%s)\n", mdCode(cr.Field), mdCode(cr.URL), cr.Before, cr.After, mdText(strings.Join(steps, ", ")))
 	}
-	fmt.Fprintf(&b, "- Verdict: **%s** (%s): `idemkey verify`, %s, %d requests in %s.\n",
-		r.Verdict, r.tally(), r.Started.Format(time.RFC3339), r.Requests, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(&b, "- Verdict: **%s** (%s): `%s`, %s, %d requests in %s.\n",
+		r.Verdict, r.tally(), r.Tool, r.Started.Format(time.RFC3339), r.Requests, r.Elapsed.Round(time.Millisecond))
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // diffBytes describes where got differs from want; "" when equal.
@@ -38,13 +39,14 @@ func diffBytes(want, got []byte) string {
 // changeOneValue returns body with one JSON value changed, the first number
 // in document order (plus one), else the first string (an "x" appended),
 // else the first boolean (flipped); the rest of the bytes are unchanged. It
-// also says what it changed, as "$.amount: 1200 -> 1201".
-func changeOneValue(body []byte) ([]byte, string, error) {
+// also says what it changed, as "$.amount: 1200 -> 1201". Its errors tell
+// the user to give alt, the knob that sets another body.
+func changeOneValue(body []byte, alt string) ([]byte, string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, "", errors.New("there is no body to change")
 	}
 	if !json.Valid(body) {
-		return nil, "", errors.New("the body is not JSON: give --alt-body")
+		return nil, "", errors.New("the body is not JSON: give " + alt)
 	}
 	type frame struct {
 		object    bool
@@ -145,7 +147,7 @@ func changeOneValue(body []byte) ([]byte, string, error) {
 			return splice(body, e.start, e.end, e.insert), fmt.Sprintf("%s: %s -> %s", e.path, e.old, e.new), nil
 		}
 	}
-	return nil, "", errors.New("the body has no number, string or boolean to change: give --alt-body")
+	return nil, "", errors.New("the body has no number, string or boolean to change: give " + alt)
 }
 
 // splice returns b with b[start:end] replaced by s, in a new slice.
@@ -240,4 +242,22 @@ func listSome(items []string, n int) string {
 		return strings.Join(items, "; ")
 	}
 	return strings.Join(items[:n], "; ") + fmt.Sprintf("; and %d more", len(items)-n)
+}
+
+// quoteText quotes s for a terminal, as Go's %q does: in double quotes,
+// with every byte or rune that is not printable escaped (\x1b, \a, \u009b,
+// \u202e, \x9b for a byte that is not UTF-8), C0 and C1 controls included.
+// Printable non-ASCII text stays as it is.
+func quoteText(s string) string { return strconv.Quote(s) }
+
+// clip cuts s after max bytes, at a rune boundary, and says how much it cut.
+func clip(s string, max int) (string, string) {
+	if len(s) <= max {
+		return s, ""
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], fmt.Sprintf(" ... (%d more bytes)", len(s)-n)
 }

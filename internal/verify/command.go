@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"bytes"
@@ -8,16 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"time"
-
-	"github.com/idemkey/idemkey/internal/cli"
 
 	"github.com/idemkey/idemkey/idemclient"
+	"github.com/idemkey/idemkey/internal/httpflag"
 )
 
-const verifyAbout = `Runs the idempotency verification list against one endpoint and says, check
+const about = `Runs the idempotency verification list against one endpoint and says, check
 by check, which clauses of the contract hold. Each check prints ok or FAIL
 with its evidence:
 
@@ -59,67 +56,34 @@ Exit status: 0 when every check passes, 1 when any fails, 2 on a usage
 error, when the endpoint is unreachable or the count cannot be read.
 `
 
-const (
-	verifyDefaultParallel = 20
-	verifyMaxParallel     = 1000
-	verifyDefaultTimeout  = 10 * time.Second
-	// verifyMaxAttempts bounds the 409 retries of one request, whatever
-	// --timeout allows.
-	verifyMaxAttempts = 100
-	// verifyMaxBody bounds a response body the checks read.
-	verifyMaxBody = 4 << 20
-	// verifyLongKey is the length of the over-long key: over the 255 of
-	// the IETF draft and of Stripe.
-	verifyLongKey = 300
-	// queryProbe is the parameter the query probe adds to the URL.
-	queryProbe = "idemkey_verify=query"
-)
+// synopsis is the flags' line of the usage.
+const synopsis = "--url URL [--method POST] [--body JSON | --body-file F] [--alt-body JSON]\n" +
+	"                      [-H 'Name: value']... [--key-header Idempotency-Key] [--parallel 20] [--optional-key]\n" +
+	"                      [--count-url URL --count-field NAME] [--fault-header 'Name: value']\n" +
+	"                      [--timeout 10s] [--json] [--report FILE.md]"
 
-// The names of the checks, as --json prints them.
-const (
-	checkMissingKey   = "missing-key"
-	checkMalformedKey = "malformed-key"
-	checkConcurrency  = "concurrency"
-	checkReplay       = "replay"
-	checkMismatch     = "mismatch"
-	checkSideEffects  = "side-effects"
-	checkLostResponse = "lost-response"
-)
-
-// The results of a check.
-const (
-	resultOK   = "ok"
-	resultFail = "fail"
-	resultSkip = "skip"
-)
-
-// errUnreachable ends a run whose first request got no HTTP response.
-var errUnreachable = errors.New("unreachable")
-
-// verifyConfig is what "idemkey verify" runs.
-type verifyConfig struct {
-	target      *url.URL
-	method      string
-	body        []byte
-	altBody     []byte // nil: derived from body
-	header      http.Header
-	host        string // a Host given with -H
-	keyHeader   string
-	parallel    int
-	optionalKey bool
-	countURL    string
-	countField  string
-	faultName   string // "" without --fault-header
-	faultValue  string
-	timeout     time.Duration
+// flagWords name the flags in the checks' messages.
+var flagWords = Words{
+	OptionalKey: "--optional-key",
+	AltBody:     "--alt-body",
+	Count:       "--count-url",
+	Fault:       "--fault-header",
+	Request:     "--body and -H",
 }
 
-func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("verify", "--url URL [--method POST] [--body JSON | --body-file F] [--alt-body JSON]\n"+
-		"                      [-H 'Name: value']... [--key-header Idempotency-Key] [--parallel 20] [--optional-key]\n"+
-		"                      [--count-url URL --count-field NAME] [--fault-header 'Name: value']\n"+
-		"                      [--timeout 10s] [--json] [--report FILE.md]", verifyAbout, stderr)
-	var headers cli.Headers
+// Command runs "idemkey verify" with args (the arguments after "verify"),
+// writing the result to stdout and diagnostics to stderr, and returns the
+// process exit code: 0 when every check passes, 1 when any fails, 2 on a
+// usage error, when the endpoint is unreachable or the count cannot be
+// read. It prints the usage and returns 0 for -h.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: idemkey verify %s\n\n%s\nFlags:\n", synopsis, about)
+		fs.PrintDefaults()
+	}
+	var headers httpflag.Headers
 	var (
 		target      = fs.String("url", "", "the endpoint's `URL`, http or https (required)")
 		method      = fs.String("method", http.MethodPost, "HTTP `method`")
@@ -127,87 +91,96 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		bodyFile    = fs.String("body-file", "", "read the request body from `file`")
 		altBody     = fs.String("alt-body", "", "the different `body` of the mismatch check; default: --body with one JSON value changed")
 		keyHeader   = fs.String("key-header", idemclient.HeaderKey, "the request `header` that carries the key")
-		parallel    = fs.Int("parallel", verifyDefaultParallel, "copies sent at once by the concurrency check")
+		parallel    = fs.Int("parallel", DefaultParallel, "copies sent at once by the concurrency check")
 		optionalKey = fs.Bool("optional-key", false, "the endpoint allows requests without a key: skip the missing-key check")
 		countURL    = fs.String("count-url", "", "a JSON `URL` with a side-effect counter, read before and after the checks")
 		countField  = fs.String("count-field", "", "the counter's member `name` in the --count-url JSON object (dots reach into nested objects)")
 		fault       = fs.String("fault-header", "", "a `header` \"Name: value\" that makes the server lose its answer; enables the lost-response check")
-		timeout     = fs.Duration("timeout", verifyDefaultTimeout, "bound on each request, its 409 retries included")
+		timeout     = fs.Duration("timeout", DefaultTimeout, "bound on each request, its 409 retries included")
 		asJSON      = fs.Bool("json", false, "print the result as one JSON object")
 		report      = fs.String("report", "", "write the filled-in idempotency template to `FILE.md`")
 	)
 	fs.Var(&headers, "H", "extra request `header` \"Name: value\" (repeatable); a Host header sets the request's host")
-	if code, stop := parseFlags(fs, args); stop {
-		return code
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // the flag package has printed the error and usage
 	}
-	bad := func(format string, a ...any) int { return usageError(stderr, "verify", format, a...) }
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "idemkey verify: %s\nRun 'idemkey verify -h' for usage.\n", fmt.Sprintf(format, a...))
+		return 2
+	}
 	if fs.NArg() > 0 {
 		return bad("unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	cfg := verifyConfig{method: *method, keyHeader: http.CanonicalHeaderKey(*keyHeader), parallel: *parallel,
-		optionalKey: *optionalKey, countURL: *countURL, countField: *countField, timeout: *timeout}
+	cfg := Config{Method: *method, KeyHeader: http.CanonicalHeaderKey(*keyHeader), Parallel: *parallel,
+		OptionalKey: *optionalKey, CountName: *countField, Timeout: *timeout, Words: flagWords}
 	var err error
-	if cfg.target, err = cli.ParseURL(*target); err != nil {
+	if cfg.URL, err = httpflag.ParseURL(*target); err != nil {
 		return bad("--url: %v", err)
 	}
 	switch {
-	case !cli.IsToken(*method):
+	case !httpflag.IsToken(*method):
 		return bad("--method: invalid method %q", *method)
-	case !cli.IsToken(*keyHeader):
+	case !httpflag.IsToken(*keyHeader):
 		return bad("--key-header: invalid header name %q", *keyHeader)
-	case cfg.parallel < 2 || cfg.parallel > verifyMaxParallel:
-		return bad("--parallel must be 2 to %d, got %d", verifyMaxParallel, cfg.parallel)
-	case cfg.timeout <= 0:
-		return bad("--timeout must be positive, got %s", cfg.timeout)
+	case cfg.Parallel < 2 || cfg.Parallel > MaxParallel:
+		return bad("--parallel must be 2 to %d, got %d", MaxParallel, cfg.Parallel)
+	case cfg.Timeout <= 0:
+		return bad("--timeout must be positive, got %s", cfg.Timeout)
 	case set["body"] && set["body-file"]:
 		return bad("--body and --body-file are mutually exclusive")
-	case (cfg.countURL == "") != (cfg.countField == ""):
+	case (*countURL == "") != (*countField == ""):
 		return bad("--count-url and --count-field go together")
 	}
-	if cfg.countURL != "" {
-		if _, err := cli.ParseURL(cfg.countURL); err != nil {
+	if *countURL != "" {
+		if _, err := httpflag.ParseURL(*countURL); err != nil {
 			return bad("--count-url: %v", err)
 		}
 	}
-	cfg.body = []byte(*body)
+	cfg.Body = []byte(*body)
 	if set["body-file"] {
-		if cfg.body, err = os.ReadFile(*bodyFile); err != nil {
+		if cfg.Body, err = os.ReadFile(*bodyFile); err != nil {
 			return bad("--body-file: %v", err)
 		}
 	}
 	if set["alt-body"] {
-		cfg.altBody = []byte(*altBody)
-		if bytes.Equal(cfg.altBody, cfg.body) {
+		cfg.AltBody = []byte(*altBody)
+		if bytes.Equal(cfg.AltBody, cfg.Body) {
 			return bad("--alt-body is the same as the body")
 		}
 	}
-	cfg.header = headers.Header
-	if cfg.header == nil {
-		cfg.header = http.Header{}
+	cfg.Header = headers.Header
+	if cfg.Header == nil {
+		cfg.Header = http.Header{}
 	}
-	if _, ok := cfg.header[cfg.keyHeader]; ok {
-		return bad("-H: %s is set by each check and cannot be given", cfg.keyHeader)
+	if _, ok := cfg.Header[cfg.KeyHeader]; ok {
+		return bad("-H: %s is set by each check and cannot be given", cfg.KeyHeader)
 	}
-	if hosts := cfg.header.Values("Host"); len(hosts) > 0 {
-		cfg.host = hosts[len(hosts)-1]
-		cfg.header.Del("Host")
+	if hosts := cfg.Header.Values("Host"); len(hosts) > 0 {
+		cfg.Host = hosts[len(hosts)-1]
+		cfg.Header.Del("Host")
 	}
-	if len(cfg.body) > 0 && cfg.header.Get("Content-Type") == "" {
-		cfg.header.Set("Content-Type", "application/json")
+	if len(cfg.Body) > 0 && cfg.Header.Get("Content-Type") == "" {
+		cfg.Header.Set("Content-Type", "application/json")
 	}
+	var faultName, faultValue string
 	if set["fault-header"] {
-		if cfg.faultName, cfg.faultValue, err = cli.ParseHeader(*fault); err != nil {
+		if faultName, faultValue, err = httpflag.ParseHeader(*fault); err != nil {
 			return bad("--fault-header: %v", err)
 		}
-		if cfg.faultName == cfg.keyHeader {
+		if faultName == cfg.KeyHeader {
 			return bad("--fault-header cannot be the key header")
 		}
-		if _, ok := cfg.header[cfg.faultName]; ok {
-			return bad("--fault-header: -H sets %s on every request too", cfg.faultName)
+		if _, ok := cfg.Header[faultName]; ok {
+			return bad("--fault-header: -H sets %s on every request too", faultName)
 		}
+		cfg.Lose = "with " + faultName + ": " + faultValue
+		cfg.LoseHint = "does the server honour the fault header?"
 	}
 	var reportFile *os.File
 	if *report != "" {
@@ -219,7 +192,9 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer reportFile.Close()
 	}
 
-	rep, err := runVerify(ctx, cfg)
+	tgt := NewURLTarget(*countURL, *countField, faultName, faultValue, cfg.Timeout)
+	defer tgt.Close()
+	rep, err := Run(ctx, tgt, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkey verify: %v\n", err)
 		if reportFile != nil { // nothing to report: leave no empty file behind
@@ -229,12 +204,12 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *asJSON {
-		err = rep.writeJSON(stdout)
+		err = rep.WriteJSON(stdout)
 	} else {
-		err = rep.writeText(stdout)
+		err = rep.WriteText(stdout)
 	}
 	if err == nil && reportFile != nil {
-		if err = rep.writeMarkdown(reportFile); err == nil {
+		if err = rep.WriteMarkdown(reportFile); err == nil {
 			err = reportFile.Close()
 		}
 	}
@@ -242,7 +217,7 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkey verify: %v\n", err)
 		return 2
 	}
-	if rep.Verdict != verdictPass {
+	if rep.Verdict != VerdictPass {
 		return 1
 	}
 	return 0

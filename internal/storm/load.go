@@ -1,0 +1,274 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkey/idemkey/idemclient"
+)
+
+// Load mode: operations arrive on a fixed schedule (open loop), each with
+// its own key, sent Dups times at once; every copy retries on its own, with
+// the same key and body, as idemclient.Policy says, each attempt bounded by
+// AttemptTimeout and the whole operation by Timeout. See the package
+// documentation.
+
+// loadOp is what load mode keeps per operation, beside its keyRun.
+type loadOp struct {
+	due     time.Duration // scheduled start, from the run's start
+	lag     time.Duration // from due to its first attempt's send
+	end     time.Duration // when its last copy ended, from the run's start
+	late    bool          // waited for a --max-in-flight slot before its first attempt
+	started bool          // sent at least one attempt
+	failed  bool          // a copy ended without a final answer
+}
+
+// loader is the state of one load-mode run.
+type loader struct {
+	*runner
+	start  time.Time
+	slots  chan struct{} // one per attempt in flight (MaxInFlight)
+	policy idemclient.Policy
+
+	ops []*keyRun // in schedule order, appended by the pacer, read when it is done
+
+	// live figures, for the progress line
+	opsStarted atomic.Int64
+	conflicts  atomic.Int64 // 409 answers
+	errs       atomic.Int64 // timeouts, transport errors and 5xx
+	live       *liveHist
+	err        error // why the pacer stopped early; set by the pacer
+}
+
+// load runs the load-mode storm: it schedules Rate*Duration operations and
+// waits for every one of them to end. It returns the operations created.
+func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l *loader) []*keyRun {
+	cfg := r.cfg
+	total := cfg.operations()
+	var wg sync.WaitGroup
+	// Operations run on workers that take the next one when they are done,
+	// so that a goroutine's grown stack serves many; the pacer starts a new
+	// worker when none is idle, and never waits for one.
+	work := make(chan *keyRun)
+	worker := func(k *keyRun) {
+		for ok := true; ok; k, ok = <-work {
+			l.operation(ctx, k)
+		}
+	}
+	every := float64(time.Second) / cfg.Rate
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for i := range total {
+		due := time.Duration(float64(i) * every)
+		if wait := time.Until(start.Add(due)); wait > 50*time.Microsecond {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		k, err := r.newKeyRun(base, i)
+		if err != nil {
+			l.err = err
+			break
+		}
+		k.op = &loadOp{due: due}
+		l.ops = append(l.ops, k)
+		select {
+		case work <- k:
+		default:
+			wg.Go(func() { worker(k) })
+		}
+	}
+	close(work)
+	wg.Wait()
+	return l.ops
+}
+
+// operation sends the copies of one operation and waits for them.
+func (l *loader) operation(ctx context.Context, k *keyRun) {
+	due := l.start.Add(k.op.due)
+	octx, cancel := context.WithDeadline(ctx, due.Add(l.cfg.Timeout))
+	defer cancel()
+	if n := l.cfg.Dups; n > 1 {
+		var wg sync.WaitGroup
+		for range n - 1 {
+			wg.Go(func() { l.copy(ctx, octx, k, due) })
+		}
+		l.copy(ctx, octx, k, due)
+		wg.Wait()
+	} else {
+		l.copy(ctx, octx, k, due)
+	}
+	end := time.Since(l.start)
+	k.mu.Lock()
+	k.op.end = end
+	failed := k.op.failed
+	k.mu.Unlock()
+	if l.live != nil && !failed {
+		l.live.add(end - k.op.due)
+	}
+}
+
+// copy is one client sending the operation: attempts with the same key and
+// body until a final answer, Retries retries, or the operation's deadline.
+func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time) {
+	deadline, _ := octx.Deadline()
+	final := false
+	defer func() {
+		if !final {
+			k.mu.Lock()
+			k.op.failed = true
+			k.mu.Unlock()
+		}
+	}()
+	for n := 0; ; n++ {
+		// An attempt in flight holds a slot; one that cannot get a slot
+		// at once waits, and its operation is late if it is its first.
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			if n == 0 {
+				k.mu.Lock()
+				k.op.late = true
+				k.mu.Unlock()
+			}
+			select {
+			case l.slots <- struct{}{}:
+			case <-octx.Done():
+				return
+			}
+		}
+		if n == 0 {
+			lag := time.Since(due)
+			k.mu.Lock()
+			if !k.op.started || lag < k.op.lag {
+				k.op.lag = lag
+			}
+			first := !k.op.started
+			k.op.started = true
+			k.mu.Unlock()
+			if first {
+				l.opsStarted.Add(1)
+			}
+		}
+		actx, cancel := octx, context.CancelFunc(nil)
+		if l.cfg.AttemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(octx, l.cfg.AttemptTimeout)
+		}
+		a, ok := l.send(ctx, actx, k, false)
+		if cancel != nil {
+			cancel()
+		}
+		<-l.slots
+		if !ok {
+			return // the storm was interrupted
+		}
+		k.record(a, false)
+		l.attempts.Add(1)
+		switch kindOf(a) {
+		case kindInProgress:
+			l.conflicts.Add(1)
+		case kindTransport:
+			l.errs.Add(1)
+		case kindOriginal:
+			if a.status >= 500 {
+				l.errs.Add(1)
+			}
+		}
+		retry := l.policy.Retryable(idemclient.Attempt{Status: a.status, Err: a.err, Replayed: a.replay}, true)
+		if !retry {
+			kind := kindOf(a)
+			final = kind == kindReplay || (kind == kindOriginal && a.status < 500)
+			return
+		}
+		if n >= l.cfg.Retries || octx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		wait := l.policy.Delay(n+1, a.retryAfter, now)
+		if !now.Add(wait).Before(deadline) {
+			return // no time left for another attempt
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-octx.Done():
+				t.Stop()
+				return
+			}
+		}
+		l.retries.Add(1)
+	}
+}
+
+// newLoader prepares load mode's state.
+func (r *runner) newLoader(start time.Time) *loader {
+	l := &loader{runner: r, start: start, slots: make(chan struct{}, r.cfg.MaxInFlight), policy: r.cfg.Policy}
+	if r.cfg.Progress != nil {
+		l.live = &liveHist{}
+	}
+	return l
+}
+
+// startProgress starts load mode's progress line, rewritten once a second,
+// and returns the function that stops it and clears the line.
+func (l *loader) startProgress() func() {
+	w := l.cfg.Progress
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		width := 0
+		for {
+			select {
+			case <-done:
+				if width > 0 {
+					fmt.Fprintf(w, "\r%s\r", strings.Repeat(" ", width))
+				}
+				return
+			case now := <-t.C:
+				ops, attempts := l.opsStarted.Load(), l.attempts.Load()
+				amp := 0.0
+				if ops > 0 {
+					amp = float64(attempts) / float64(ops)
+				}
+				p99 := "-"
+				if d, n := l.live.take(); n > 0 {
+					p99 = fmtDuration(d)
+				}
+				line := fmt.Sprintf("storm: %s  operations %d/%d  attempts %d  amplification %.2f  p99 %s  409s %d  errors %d",
+					fmtDuration(now.Sub(l.start).Truncate(time.Second)), ops, l.cfg.operations(), attempts, amp, p99,
+					l.conflicts.Load(), l.errs.Load())
+				if l.probing.Load() {
+					line = fmt.Sprintf("storm: late probe, %d/%d keys done", l.probed.Load(), ops)
+				}
+				pad := ""
+				if len(line) < width {
+					pad = strings.Repeat(" ", width-len(line))
+				}
+				width = max(width, len(line))
+				fmt.Fprintf(w, "\r%s%s", line, pad)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
