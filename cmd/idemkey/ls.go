@@ -53,7 +53,7 @@ type lsEntry struct {
 	AgeMS         *int64     `json:"age_ms,omitempty"`
 	TTLMS         *int64     `json:"ttl_ms,omitempty"`       // set for records only
 	LeaseTTLMS    *int64     `json:"lease_ttl_ms,omitempty"` // set for records only
-	Status        int        `json:"status,omitempty"` // a completed record's stored status
+	Status        int        `json:"status,omitempty"`       // a completed record's stored status
 	// Problem says why the key is not an idemkey record; the fields above
 	// Name and Server are then empty.
 	Problem string `json:"problem,omitempty"`
