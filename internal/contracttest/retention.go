@@ -46,7 +46,8 @@ func runRetention(t *testing.T, mount Mount, b backend) {
 	})
 
 	t.Run("a retry after the route's Retention runs again", func(t *testing.T) {
-		e := newEnv(t, b, mount, envConfig{store: redisstore.Options{Lease: 200 * time.Millisecond},
+		// A prefix of its own: the scan below waits for this record alone.
+		e := newEnv(t, b, mount, envConfig{store: redisstore.Options{Prefix: fmt.Sprintf("ret%d:", seq.Add(1)), Lease: 200 * time.Millisecond},
 			opts: httpmw.Options{Retention: 700 * time.Millisecond}})
 		key := newKey()
 		require.Equal(t, http.StatusCreated, e.do(req{key: key, body: payment}).status)
