@@ -23,6 +23,7 @@ func OptionsFromHTTP(o httpmw.Options) Options {
 		MaxJSONDepth:       o.MaxJSONDepth,
 		MaxResponseBytes:   o.MaxResponseBytes,
 		Final:              o.Final,
+		Retention:          o.Retention,
 		OmitHeaders:        o.OmitHeaders,
 		RetryAfter:         o.RetryAfter,
 		Wait:               o.Wait,

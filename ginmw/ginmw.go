@@ -85,7 +85,8 @@ func SharedScope(name string) func(*gin.Context) (string, error) {
 }
 
 // New returns Gin middleware that protects the handlers after it with store.
-// It panics if store is nil or opts holds a negative limit.
+// It panics if store is nil, opts holds a negative limit, or opts.Retention
+// does not exceed the store's Lease and MaxDuration.
 func New(store *redisstore.Store, opts Options) gin.HandlerFunc {
 	cfg := opts.config()
 	cfg.Route = func(_ *http.Request, c any) string { return c.(*gin.Context).FullPath() }

@@ -60,6 +60,16 @@ type Options struct {
 	// OutOfRange, Unauthenticated).
 	Final func(code codes.Code) bool
 
+	// Retention, if set, is how long the outcomes of the methods this
+	// interceptor protects are kept and replayed, in place of the store's
+	// Options.Retention (give methods that need another their own
+	// interceptor, with Match). A retry after it runs the handler again.
+	// The lease stays the store's. It must exceed the store's Lease and
+	// MaxDuration: UnaryServerInterceptor panics otherwise
+	// (redisstore.Store.ValidateRetention says why). Default: 0 (the
+	// store's).
+	Retention time.Duration
+
 	// RetryAfter is the delay the Aborted (in progress) and Unavailable
 	// (Redis unreachable) answers ask for, in a google.rpc.RetryInfo detail
 	// and in the grpc-retry-pushback-ms trailer that grpc-go's retry policy

@@ -30,11 +30,15 @@ var scopeHint sync.Once
 // interceptor, so that a panicking handler releases its key before the
 // panic is recovered.
 //
-// It panics if store is nil or opts holds a negative duration: both are
+// It panics if store is nil, opts holds a negative duration, or
+// opts.Retention does not exceed the store's Lease and MaxDuration: all are
 // programming errors. The interceptor is safe for concurrent use.
 func UnaryServerInterceptor(store *redisstore.Store, opts Options) grpc.UnaryServerInterceptor {
 	if store == nil {
 		panic("grpcmw: nil store")
+	}
+	if err := store.ValidateRetention(opts.Retention); err != nil {
+		panic("grpcmw: Options.Retention: " + err.Error())
 	}
 	so := store.Options()
 	g := &guard{store: store, o: opts.withDefaults(), obs: so.Observer, lease: so.Lease}
@@ -93,7 +97,7 @@ func (g *guard) intercept(ctx context.Context, req any, si *grpc.UnaryServerInfo
 	if len(label) > redisstore.MaxFieldLen {
 		label = label[:redisstore.MaxFieldLen]
 	}
-	cl, err := g.claim(ctx, redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label})
+	cl, err := g.claim(ctx, redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label, Retention: g.o.Retention})
 	if err != nil {
 		if g.claimFailed(c, err) {
 			return handler(ctx, req) // FailOpen

@@ -22,6 +22,7 @@ func (o *Options) config() httpcore.Config {
 		MaxJSONDepth:       o.MaxJSONDepth,
 		MaxResponseBytes:   o.MaxResponseBytes,
 		Final:              o.Final,
+		Retention:          o.Retention,
 		OmitHeaders:        o.OmitHeaders,
 		RetryAfter:         o.RetryAfter,
 		Wait:               o.Wait,

@@ -59,7 +59,8 @@ import (
 )
 
 // New returns middleware that protects the handlers it wraps with store. It
-// panics if store is nil or opts holds a negative limit.
+// panics if store is nil, opts holds a negative limit, or opts.Retention
+// does not exceed the store's Lease and MaxDuration.
 func New(store *redisstore.Store, opts Options) func(http.Handler) http.Handler {
 	core := httpcore.New(store, opts.config())
 	return func(next http.Handler) http.Handler {

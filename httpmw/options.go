@@ -98,6 +98,16 @@ type Options struct {
 	// Default: DefaultFinal (200-499 except 408, 409, 425 and 429).
 	Final func(status int) bool
 
+	// Retention, if set, is how long the outcomes of the routes this
+	// middleware protects are kept and replayed, in place of the store's
+	// Options.Retention: a payment route 24h, a webhook consumer 7 days, a
+	// cheap lookup 10 minutes, each route group with a middleware of its
+	// own on one store. A retry after it runs the handler again. The lease
+	// stays the store's. It must exceed the store's Lease and MaxDuration:
+	// New panics otherwise (redisstore.Store.ValidateRetention says why).
+	// Default: 0 (the store's).
+	Retention time.Duration
+
 	// OmitHeaders are more response headers never stored or replayed, on
 	// top of those that never are: hop-by-hop headers, Date, Content-Length
 	// and Set-Cookie (under any spelling of the name). Headers set before the

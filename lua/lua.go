@@ -93,3 +93,10 @@ var Watch string
 //
 //go:embed lookup.lua
 var Lookup string
+
+// Forget removes a record and its tombstone, for operators: it refuses a
+// record whose lease is live unless forced, and a forced forget fences the
+// owner, whose later writes find no record of theirs.
+//
+//go:embed forget.lua
+var Forget string

@@ -28,7 +28,7 @@ type Kind uint8
 // The decisions. Each request the middleware protects (or each Store.Do)
 // ends in exactly one of Completed, Released, Fenced, NotStored, Replayed,
 // InProgress, Mismatch, Expired, Unavailable, FailOpen or Rejected; a run
-// is announced first by Claimed or TookOver.
+// is announced first by Claimed or TookOver. Forgotten is an operator's.
 const (
 	// Claimed: the key was free; the handler runs (Attempt 1).
 	Claimed Kind = iota + 1
@@ -62,10 +62,16 @@ const (
 	FailOpen
 	// Rejected: the request was refused before any claim (Problem says why).
 	Rejected
+	// Forgotten: an operator removed the key's record (Store.Forget,
+	// 'idemkey forget'); not a request's decision. Route, Attempt and Status
+	// are the forgotten record's, as far as it kept them (a completed record
+	// keeps no label); Problem is "forced" when a live lease was fenced
+	// (Store.ForceForget).
+	Forgotten
 )
 
 var kindNames = [...]string{"", "claimed", "took over", "completed", "released", "fenced", "not stored",
-	"replayed", "in progress", "mismatch", "expired", "unavailable", "fail open", "rejected"}
+	"replayed", "in progress", "mismatch", "expired", "unavailable", "fail open", "rejected", "forgotten"}
 
 // String returns the decision in words, such as "took over".
 func (k Kind) String() string {
@@ -93,7 +99,8 @@ type Event struct {
 	// Replayed and Expired.
 	Status int
 	// Problem is the problem type (its slug) the middleware answered, for
-	// Rejected, Unavailable, InProgress, Mismatch and Expired.
+	// Rejected, Unavailable, InProgress, Mismatch and Expired; "forced" for
+	// a Forgotten that fenced a live lease.
 	Problem string
 	// Held is how long the lease was held, for the decisions that end a
 	// run (Completed, Released, Fenced, NotStored).
@@ -132,8 +139,9 @@ func (e *Event) KeyHash(secret []byte) string {
 type Call struct {
 	// Script is the script's name: "claim", "legacy" (a claim of a record
 	// in the format before 0.2), "complete", "release", "extend",
-	// "checkpoint", "watch" (a waiter marking the record, Store.Await) or
-	// "lookup". Store.Check's calls are not reported.
+	// "checkpoint", "watch" (a waiter marking the record, Store.Await),
+	// "lookup" or "forget". Store.Check's and Store.Scan's calls are not
+	// reported.
 	Script string
 	// Start is when the call began.
 	Start time.Time

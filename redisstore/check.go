@@ -75,7 +75,7 @@ func (s *Store) Check(ctx context.Context) ([]CheckResult, error) {
 // throwaway key, without the observer.
 func (s *Store) checkScripts(ctx context.Context) check.Result {
 	scripts := [...]string{claimScript.Source, legacyScript.Source, completeScript.Source, releaseScript.Source,
-		extendScript.Source, checkpointScript.Source, lookupScript.Source, watchScript.Source}
+		extendScript.Source, checkpointScript.Source, lookupScript.Source, watchScript.Source, forgetScript.Source}
 	result := func(st check.Status, format string, args ...any) check.Result {
 		return check.Result{Name: check.Scripts, Status: st, Message: fmt.Sprintf(format, args...)}
 	}

@@ -69,7 +69,7 @@ func TestCheckDefaultRedis(t *testing.T) {
 	require.Contains(t, rs["replication"].Message, "master with 0 replicas online")
 	require.Equal(t, CheckResult{"cluster", CheckOK, "not a cluster"}, rs["cluster"])
 	require.Equal(t, CheckOK, rs["scripts"].Status)
-	require.Contains(t, rs["scripts"].Message, "8 scripts loaded; a claim and its release ran in")
+	require.Contains(t, rs["scripts"].Message, "9 scripts loaded; a claim and its release ran in")
 	require.Contains(t, rs["latency"].Message, "over 300 PINGs")
 	require.Equal(t, CheckResult{"in-progress", CheckOK, `0 records under "idem:", none in progress`}, rs["in-progress"])
 
@@ -180,6 +180,26 @@ func TestCheckInProgress(t *testing.T) {
 	rs = checkByName(t, other)
 	require.Equal(t, CheckOK, rs["in-progress"].Status)
 	require.Contains(t, rs["in-progress"].Message, `1 records under "t1x:", 1 in progress: 1 with a live lease, 0 whose lease ran out`)
+}
+
+// A released record (its run was cut off and gave its lease back) has no
+// live lease: nobody holds it, and the check counts it with the leases that
+// ran out, as doctor's list of stuck records does.
+func TestCheckInProgressCountsReleasedRecords(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s := checkStore(t, srv.Client(t), Options{Prefix: "rel:"})
+	c, err := s.Claim(ctx, Request{Key: "cut-off"})
+	require.NoError(t, err)
+	require.NoError(t, c.Lease.Interrupt(ctx))
+	rec, err := s.Lookup(ctx, "", "cut-off")
+	require.NoError(t, err)
+	require.Equal(t, Released, rec.State)
+
+	r := checkByName(t, s)["in-progress"]
+	require.Equal(t, CheckWarn, r.Status, r.Message)
+	require.Contains(t, r.Message, `1 records under "rel:", 1 in progress: 0 with a live lease, 1 whose lease ran out`)
+	require.NotContains(t, r.Message, "the longest-lapsed lease ran out 0s")
 }
 
 func TestCheckUnreachable(t *testing.T) {

@@ -23,6 +23,12 @@
 // not HTTP handlers: a worker calling an external API, a queue consumer.
 // Packages ginmw and httpmw build the HTTP Idempotency-Key contract on top.
 //
+// For operators, [Store.Scan] walks the records (state, attempt, label, age,
+// lease; never the scope or key, which are not stored) and [Store.Forget]
+// removes one, so that its next request runs again; [Store.ForceForget]
+// also removes a record whose owner holds a live lease, and fences that
+// owner. 'idemkey ls' and 'idemkey forget' are the same from a shell.
+//
 // # Key layout
 //
 //	<prefix>{<tag>}      string   the record (layout: package lua), TTL = the retention
@@ -46,7 +52,8 @@
 // Each call returns these, besides wrapped Redis and context errors when
 // Redis cannot be reached in time:
 //
-//   - [Store.Claim]: [ErrInvalidRequest]; *[InProgressError] ([ErrInProgress]);
+//   - [Store.Claim]: [ErrInvalidRequest] (also for a Request.Retention that
+//     [Store.ValidateRetention] refuses); *[InProgressError] ([ErrInProgress]);
 //     [ErrMismatch]; *[ExpiredError] ([ErrExpired]); *[ReplicationError]
 //     ([ErrNotReplicated]) for a claim too few replicas acknowledged (given
 //     back before Claim returns); [ErrUnexpectedReply]; [ErrEvicting] with
@@ -59,6 +66,12 @@
 //     acknowledged it.
 //   - [Lease.Release], [Lease.Extend]: [ErrLeaseLost].
 //   - [Store.Lookup]: [ErrNotFound]; [ErrUnexpectedReply].
+//   - [Store.Forget], [Store.ForceForget]: [ErrNotFound];
+//     *[InProgressError] ([ErrInProgress]) for a live lease, from Forget;
+//     [ErrUnexpectedReply] for a key that is not an idemkey record;
+//     *[ReplicationError] when the forget was made but too few replicas
+//     acknowledged it.
+//   - [Store.Scan]: [ErrInvalidRequest] for bad options; fn's error.
 //
 // [ErrMaxDuration] and [ErrLeaseLost] are also the causes (context.Cause) of
 // the cancellations [Lease.Supervise] and Do make.

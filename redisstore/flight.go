@@ -104,7 +104,7 @@ func (l *Lease) ended(resp *Response) {
 	if resp != nil {
 		// The record lives about the retention from the last sign of life
 		// (completion keeps its TTL).
-		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.store.opts.Retention))
+		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.ret.d))
 	}
 }
 

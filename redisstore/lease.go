@@ -29,6 +29,7 @@ type Lease struct {
 	label     string       // the record's: the first claim's label
 	createdMS int64        // the record's: when it was first claimed
 	flight    *flight      // this process's flight for the key, when collapsing
+	ret       *retention   // the record's retention: the request's, or the store's
 	sign      atomic.Int64 // unix nanos of the last acknowledged sign of life
 
 	// Attempt is 1 for a fresh claim, plus one per takeover.
@@ -57,7 +58,7 @@ func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	keys, args := l.keys.One, []any{rec, l.tokenArg}
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
-		args = append(args, record.Tombstone(&l.fp, resp.Code, l.Attempt), s.tombstoneArg)
+		args = append(args, record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.tombstone)
 	}
 	err := persist(ctx, func() error {
 		reply, err := s.call(ctx, nil, completeScript, keys, args...)
@@ -139,7 +140,7 @@ func final(err error) bool {
 // is no longer this lease's.
 func (l *Lease) Extend(ctx context.Context) error {
 	sent := time.Now()
-	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.store.retentionArg)
+	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.ret.ms)
 	err = owned("extend", reply, err)
 	if err == nil {
 		l.signed(sent)
@@ -154,10 +155,10 @@ func (l *Lease) Extend(ctx context.Context) error {
 // longer this lease's.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
 	s := l.store
-	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, s.thresholdMS,
+	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, l.ret.threshold,
 		&record.Started{Attempt: l.Attempt, RecoveryPoint: point, RecoveryData: data, Label: l.label, CreatedMS: l.createdMS})
 	sent := time.Now()
-	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, s.retentionArg)
+	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, l.ret.ms)
 	err = ownedReplicated("checkpoint", reply, err)
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.signed(sent)

@@ -106,8 +106,13 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 
 // TestRefusalOnAClusterStaysLocal: on a cluster, one master's refusal says
 // nothing about the others: claims of keys on them go on.
+//
+// The cluster serves the live masters' slots after it has seen one fail
+// (cluster-require-full-coverage no): with the default, every master answers
+// CLUSTERDOWN once cluster-node-timeout (2s here) passes, and on a slow
+// machine all the claims came after that (the test was flaky under load).
 func TestRefusalOnAClusterStaysLocal(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
+	cl := redistest.StartCluster(t, 3, redistest.NoFullCoverage())
 	var log logBuffer
 	s := newStore(t, backend{client: cl.Client(t)}, Options{Logger: log.logger()})
 	ctx := context.Background()

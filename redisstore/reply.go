@@ -131,8 +131,13 @@ func found(reply any) (*Record, error) {
 	}
 	st := f.Started
 	rec.State, rec.Attempt, rec.Label = Started, st.Attempt, st.Label
+	if f.Released {
+		rec.State = Released
+	}
 	rec.RecoveryPoint, rec.RecoveryData = st.RecoveryPoint, st.RecoveryData
-	rec.CreatedAt = time.UnixMilli(st.CreatedMS)
+	if st.CreatedMS > 0 { // 0: not known (a record migrated from the format before 0.2)
+		rec.CreatedAt = time.UnixMilli(st.CreatedMS)
+	}
 	return rec, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +48,9 @@ type Options struct {
 	// its owner (claim, heartbeat, checkpoint): for a completed record, from
 	// at most one heartbeat before its completion. Clients must retry within
 	// it; a retry after it runs the operation again (see TombstoneRetention).
-	// Must exceed Lease and MaxDuration. Default: 24h.
+	// Request.Retention overrides it per request (the middleware's
+	// Retention option per route). Must exceed Lease and MaxDuration.
+	// Default: 24h.
 	Retention time.Duration
 
 	// TombstoneRetention keeps, for this long after Retention, a tombstone of
@@ -156,10 +157,10 @@ type Store struct {
 	opts   Options // defaults filled in: the one place of every option
 	runner *script.Runner
 
-	// Derived from opts once, in the form the scripts take.
-	thresholdMS  string // retention - lease: a started record's PTTL stays above it while its lease is held
-	retentionArg any    // the retention in ms
-	tombstoneArg any    // retention + tombstone retention in ms: a tombstone's TTL
+	// The retention in the forms the scripts take: the store's, made once,
+	// and those of Request.Retention (retention.go).
+	ret  *retention
+	rets retentions
 
 	flights flights
 	cache   *replayCache   // nil without Options.ReplayCacheBytes
@@ -220,13 +221,8 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{
-		client:       client,
-		opts:         opts,
-		thresholdMS:  strconv.FormatInt((opts.Retention - opts.Lease).Milliseconds(), 10),
-		retentionArg: strconv.FormatInt(opts.Retention.Milliseconds(), 10),
-		tombstoneArg: strconv.FormatInt((opts.Retention + opts.TombstoneRetention).Milliseconds(), 10),
-	}
+	s := &Store{client: client, opts: opts}
+	s.ret = s.newRetention(opts.Retention)
 	s.out = script.NewOutage(client, claimScript, opts.Logger)
 	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
 	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
@@ -273,6 +269,17 @@ type Request struct {
 	// inspection, such as "POST /v1/payments". Completion drops it.
 	// Default: "".
 	Label string
+
+	// Retention, if set, is how long this request's record lives in place
+	// of the store's Options.Retention (see there), for operations that
+	// need their own: a payment 24h, a webhook 7 days, a cheap lookup 10
+	// minutes. The lease stays the store's. It must exceed the store's
+	// Lease and MaxDuration (Store.ValidateRetention); the record keeps
+	// the lease's threshold, so a takeover or a heartbeat by a request with
+	// another retention keeps the lease as it was. Every claim, heartbeat
+	// and checkpoint of the lease sets the record's TTL to it; a takeover
+	// sets the taker's. Default: 0 (the store's).
+	Retention time.Duration
 }
 
 func (r *Request) validate() error {
@@ -308,6 +315,9 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
+	if err := s.ValidateRetention(req.Retention); err != nil {
+		return nil, err
+	}
 	if err := s.env.Ready(ctx); err != nil {
 		return nil, err
 	}
@@ -324,7 +334,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 // newLease returns the lease a claim of req would hold.
 func (s *Store) newLease(req Request) *Lease {
 	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
-		fp: record.Fingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli()}
+		fp: record.Fingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli(), ret: s.retentionOf(req.Retention)}
 	l.tokenArg = l.token
 	return l
 }
@@ -339,9 +349,9 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
 	}
-	rec := record.AppendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, s.thresholdMS,
+	rec := record.AppendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, l.ret.threshold,
 		&record.Started{Attempt: 1, Label: l.label, CreatedMS: l.createdMS})
-	args := []any{rec, s.retentionArg}
+	args := []any{rec, l.ret.ms}
 	if s.cache != nil {
 		args = append(args, "ttl") // a replay says how long the record lives, for the cache
 	}
@@ -349,7 +359,7 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	reply, err := s.call(ctx, l.handBack, claimScript, keys, args...)
 	c, err := s.claimed(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, rec, s.retentionArg, l.req.Fingerprint)
+		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, rec, l.ret.ms, l.req.Fingerprint)
 		c, err = s.claimed(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
 			reply, err = s.call(ctx, l.handBack, claimScript, keys, args...)
@@ -376,11 +386,15 @@ const (
 	Started State = "started"
 	// Completed: the outcome is stored and replayed.
 	Completed State = "completed"
+	// Released: a started record whose owner gave its lease back without
+	// an outcome (Lease.Interrupt, or Release of a record with history):
+	// nobody holds it, and the next claim takes it over at once.
+	Released State = "released"
 )
 
 // Record is what Redis holds for one key, as [Store.Lookup] reads it.
 type Record struct {
-	// State is Started or Completed.
+	// State is Started, Released or Completed.
 	State State
 	// Scope and Key are those Lookup was given.
 	Scope, Key string

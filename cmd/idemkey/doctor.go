@@ -28,6 +28,10 @@ check, ok, warn or fail (redisstore.Store.Check runs the same checks from Go):
                     lease ran out (runs that ended without an outcome); SCANs at
                     most 100,000 keys per master
 
+Then it lists the oldest stuck records (nobody holds them: their lease ran
+out, or was given back), up to 5, each with the 'idemkey forget' line that
+clears it, in a scan of at most 10s.
+
 Where CONFIG is disabled (managed Redis), the checks read what INFO shows and
 warn about what they cannot tell. Redis comes from --redis (a redis:// or
 rediss:// URL, or host:port), else $REDIS_URL, else redis://127.0.0.1:6379/0.
@@ -44,6 +48,7 @@ type doctorReport struct {
 	Failed   int                      `json:"failed"`
 	Warnings int                      `json:"warnings"`
 	Error    string                   `json:"error,omitempty"`
+	Stuck    *stuckReport             `json:"stuck,omitempty"`
 }
 
 func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -106,6 +111,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return unreachable(err)
 	}
+	rep.Stuck = findStuck(cctx, store, *prefix)
 	for _, r := range rep.Checks {
 		switch r.Status {
 		case redisstore.CheckFail:
@@ -123,6 +129,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, r := range rep.Checks {
 			fmt.Fprintf(stdout, "%-5s %-17s %s\n", r.Status, r.Name, r.Message)
 		}
+		rep.Stuck.writeText(stdout)
 		plural := "s"
 		if rep.Warnings == 1 {
 			plural = ""

@@ -21,7 +21,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/internal/httpcore"
 	"github.com/idemkey/idemkey/redisstore"
 )
@@ -35,20 +34,10 @@ outcome. Both show their TTL. Text from clients (key, label, recovery point,
 headers, body) is printed quoted, Go-style, so no control character reaches
 the terminal; --json prints it as JSON.
 
-Records are per (scope, key); name the scope
-with exactly one of:
+` + scopeAbout + `
 
-  --scope S           the scope itself, as the middleware's Options.Scope or
-                      Request.Scope gave it ("" is a valid scope: --scope "")
-  --bearer TOKEN      the scope 'idemkey serve' gives a caller with
-                      Authorization: Bearer TOKEN (payments.Scope)
-  --authorization V   the scope the middleware's default Options.Scope gives a
-                      request with the header Authorization: V
-
-KEY is the key as the client sent it in Idempotency-Key; an RFC 8941 quoted
-form ("abc") is unquoted as the middleware does. Redis comes from --redis
-(host:port[/db], or a redis://, rediss:// or unix:// URL), else $REDIS_URL,
-else 127.0.0.1:6379.
+Redis comes from --redis (host:port[/db], or a redis://, rediss:// or
+unix:// URL), else $REDIS_URL, else 127.0.0.1:6379.
 
 Exit status: 0 when the record exists, 1 when it does not, 2 on a usage
 error or when Redis cannot be reached.
@@ -62,9 +51,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
-		scope    = fs.String("scope", "", "the record's `scope`")
-		bearer   = fs.String("bearer", "", "the bearer `token` of an 'idemkey serve' caller, instead of --scope")
-		authz    = fs.String("authorization", "", "an Authorization header `value`, for the default scope, instead of --scope")
+		names    = addRecordFlags(fs)
 		asJSON   = fs.Bool("json", false, "print the record as one JSON object")
 		dicts    fileList
 	)
@@ -73,39 +60,9 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if stop {
 		return code
 	}
-	if len(positional) != 1 {
-		return usageError(stderr, "inspect", "want exactly one KEY, got %d arguments", len(positional))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var n int
-	for _, name := range []string{"scope", "bearer", "authorization"} {
-		if set[name] {
-			n++
-		}
-	}
-	if n != 1 {
-		return usageError(stderr, "inspect", "name the scope with exactly one of --scope, --bearer or --authorization")
-	}
-	switch {
-	case set["bearer"]:
-		*scope = payments.Scope(*bearer)
-	case set["authorization"]:
-		r, _ := http.NewRequest(http.MethodPost, "/", nil)
-		r.Header.Set("Authorization", *authz)
-		s, err := httpcore.DefaultScope(r)
-		if err != nil {
-			return usageError(stderr, "inspect", "--authorization: %v", err)
-		}
-		*scope = s
-	}
-	key := positional[0]
-	if strings.HasPrefix(key, `"`) {
-		k, err := httpcore.ParseKey(key)
-		if err != nil {
-			return usageError(stderr, "inspect", "KEY: %v", err)
-		}
-		key = k
+	scope, key, err := names.record(positional)
+	if err != nil {
+		return usageError(stderr, "inspect", "%v", err)
 	}
 	addr := redisURL()
 	if addr == "" {
@@ -132,12 +89,12 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rec, err := store.Lookup(lctx, *scope, key)
+	rec, err := store.Lookup(lctx, scope, key)
 	if errors.Is(err, redisstore.ErrNotFound) {
 		fmt.Fprintf(stderr, "idemkey inspect: no record for key %q in scope %q under prefix %q on %s: never claimed, released after a failure, expired, or another scope or prefix\n",
-			key, *scope, *prefix, redisName(rdb))
+			key, scope, *prefix, redisName(rdb))
 		if *asJSON {
-			_ = json.NewEncoder(stdout).Encode(notFoundJSON{Found: false, Prefix: *prefix, Scope: *scope, Key: key})
+			_ = json.NewEncoder(stdout).Encode(notFoundJSON{Found: false, Prefix: *prefix, Scope: scope, Key: key})
 		}
 		return 1
 	}

@@ -4,6 +4,8 @@
 //	idemkey serve [flags]         the example payments API, protected by ginmw
 //	idemkey storm --url URL ...   a retry-storm load tester for any Idempotency-Key endpoint
 //	idemkey inspect [flags] KEY   the idempotency record of one key
+//	idemkey ls [flags]            the records under a prefix, filtered by state and age
+//	idemkey forget [flags] KEY    forgets one key's record, so that it runs again
 //	idemkey verify --url URL ...  the idempotency verification list, run against any endpoint
 //	idemkey doctor [flags]        checks a Redis for use as an idempotency store
 //	idemkey dict train [flags] PATH...  a zstd dictionary for stored responses, from sample bodies
@@ -33,6 +35,8 @@ Usage:
   idemkey serve [flags]             serve the example payments API (examples/payments)
   idemkey storm --url URL [flags]   retry-storm any HTTP endpoint that takes Idempotency-Key
   idemkey inspect [flags] KEY       show the idempotency record of a key
+  idemkey ls [flags]                list the records under a prefix (--state, --older, --expired)
+  idemkey forget [flags] KEY        forget the record of a key, so that its next request runs again
   idemkey verify --url URL [flags]  check one endpoint's idempotency contract, clause by clause
   idemkey doctor [flags]            check a Redis for use as an idempotency store
   idemkey dict train [flags] PATH   build a dictionary for compressing stored responses
@@ -63,6 +67,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return storm.Command(ctx, rest, stdout, stderr)
 	case "inspect":
 		return inspect(ctx, rest, stdout, stderr)
+	case "ls":
+		return ls(ctx, rest, stdout, stderr)
+	case "forget":
+		return forget(ctx, rest, stdout, stderr)
 	case "verify":
 		return verify.Command(ctx, rest, stdout, stderr)
 	case "doctor":

@@ -323,7 +323,7 @@ func TestCrashAfterChargeResumes(t *testing.T) {
 
 		rec, err := e.store.Lookup(context.Background(), payments.Scope("alice"), "k-crash")
 		require.NoError(t, err)
-		require.Equal(t, redisstore.Started, rec.State)
+		require.Equal(t, redisstore.Released, rec.State, "the crashed run gave its lease back")
 		require.Equal(t, payments.RecoveryCharged, rec.RecoveryPoint)
 		var done payments.Charged
 		require.NoError(t, json.Unmarshal(rec.RecoveryData, &done))

@@ -28,6 +28,7 @@ type Config struct {
 	MaxJSONDepth       int
 	MaxResponseBytes   int
 	Final              func(status int) bool
+	Retention          time.Duration
 	OmitHeaders        []string
 	RetryAfter         time.Duration
 	Wait               time.Duration

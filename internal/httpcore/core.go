@@ -47,13 +47,17 @@ type Guard struct {
 	cutoff context.Context
 }
 
-// New returns a Guard on store. It panics if store is nil or opts holds a
-// negative limit: both are programming errors.
+// New returns a Guard on store. It panics if store is nil, opts holds a
+// negative limit, or a Retention the store refuses: all are programming
+// errors.
 func New(store *redisstore.Store, opts Config) *Guard {
 	if store == nil {
 		panic("idemkey: nil store")
 	}
 	o := opts.withDefaults()
+	if err := store.ValidateRetention(o.Retention); err != nil {
+		panic("idemkey: Options.Retention: " + err.Error())
+	}
 	omit := make(map[string]bool, len(alwaysOmitted)+len(o.OmitHeaders))
 	for _, k := range alwaysOmitted {
 		omit[k] = true
@@ -196,7 +200,7 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 	if len(label) > redisstore.MaxFieldLen {
 		label = label[:redisstore.MaxFieldLen] // it is only shown by inspect
 	}
-	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label}
+	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label, Retention: h.o.Retention}
 	cl, err := h.claim(r.Context(), req)
 	if err != nil {
 		if h.claimFailed(w, r, n, err) { // FailOpen

@@ -138,7 +138,8 @@ func LeaseDelta(k observe.Kind) int {
 var decisions = [...]string{observe.Claimed: "claimed", observe.TookOver: "took_over", observe.Completed: "completed",
 	observe.Released: "released", observe.Fenced: "fenced", observe.NotStored: "not_stored", observe.Replayed: "replayed",
 	observe.InProgress: "in_progress", observe.Mismatch: "mismatch", observe.Expired: "expired",
-	observe.Unavailable: "unavailable", observe.FailOpen: "fail_open", observe.Rejected: "rejected"}
+	observe.Unavailable: "unavailable", observe.FailOpen: "fail_open", observe.Rejected: "rejected",
+	observe.Forgotten: "forgotten"}
 
 // Decision names an event's kind as an attribute value: "claimed",
 // "took_over", "completed", "not_stored" and so on; "unknown" for a kind it

@@ -31,8 +31,9 @@ func TestKinds(t *testing.T) {
 		{observe.Unavailable, "unavailable", 0, "unavailable"},
 		{observe.FailOpen, "fail_open", 0, "fail_open"},
 		{observe.Rejected, "rejected", 0, "rejected"},
+		{observe.Forgotten, "", 0, "forgotten"}, // an operator's, not a request's: not counted
 		{0, "", 0, "unknown"},
-		{observe.Rejected + 1, "", 0, "unknown"},
+		{observe.Forgotten + 1, "", 0, "unknown"},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			require.Equal(t, tc.outcome, Outcome(tc.kind))

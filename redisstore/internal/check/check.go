@@ -114,37 +114,64 @@ type node struct {
 
 // nodes returns the servers to check.
 func (t *Target) nodes(ctx context.Context) ([]node, error) {
+	servers, err := Servers(ctx, t.Client)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: check: %w", err)
+	}
+	nodes := make([]node, len(servers))
+	for i, s := range servers {
+		nodes[i] = node{addr: s.Addr, c: s.C}
+	}
+	return nodes, nil
+}
+
+// Server is one Redis server that holds records: a master of a cluster, a
+// shard of a Ring, or the one server.
+type Server struct {
+	// Addr is its address, or "redis" for a client that does not tell.
+	Addr string
+	// C sends commands to it alone.
+	C redis.Cmdable
+}
+
+// Servers returns the servers that hold client's keys, sorted by address:
+// every master of a *redis.ClusterClient, every shard of a *redis.Ring, the
+// server of a *redis.Client, or any other redis.Cmdable as one server (an
+// auto-pipeliner hides its client: through one, a cluster shows as one
+// server). It fails for a client that is not a redis.Cmdable, or when a
+// cluster's or Ring's servers cannot be listed.
+func Servers(ctx context.Context, client redis.Scripter) ([]Server, error) {
 	var (
-		mu    sync.Mutex
-		nodes []node
+		mu      sync.Mutex
+		servers []Server
 	)
 	collect := func(_ context.Context, c *redis.Client) error {
 		mu.Lock()
 		defer mu.Unlock()
-		nodes = append(nodes, node{addr: c.Options().Addr, c: c})
+		servers = append(servers, Server{Addr: c.Options().Addr, C: c})
 		return nil
 	}
 	var err error
-	switch c := t.Client.(type) {
+	switch c := client.(type) {
 	case *redis.ClusterClient:
 		err = c.ForEachMaster(ctx, collect)
 	case *redis.Ring:
 		err = c.ForEachShard(ctx, collect)
 	case *redis.Client:
-		nodes = []node{{addr: c.Options().Addr, c: c}}
+		servers = []Server{{Addr: c.Options().Addr, C: c}}
 	case redis.Cmdable:
-		nodes = []node{{addr: "redis", c: c}}
+		servers = []Server{{Addr: "redis", C: c}}
 	default:
-		return nil, fmt.Errorf("redisstore: check: needs a redis.Cmdable client, not %T", t.Client)
+		return nil, fmt.Errorf("needs a redis.Cmdable client, not %T", client)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: check: %w", err)
+		return nil, err
 	}
-	if len(nodes) == 0 {
-		return nil, errors.New("redisstore: check: no Redis server to check")
+	if len(servers) == 0 {
+		return nil, errors.New("no Redis server to check")
 	}
-	slices.SortFunc(nodes, func(a, b node) int { return strings.Compare(a.addr, b.addr) })
-	return nodes, nil
+	slices.SortFunc(servers, func(a, b Server) int { return strings.Compare(a.Addr, b.Addr) })
+	return servers, nil
 }
 
 // read fetches INFO and what CONFIG GET tells.

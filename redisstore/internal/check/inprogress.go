@@ -16,6 +16,10 @@ import (
 // globEscaper escapes the characters SCAN's MATCH pattern treats specially.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 
+// EscapeGlob escapes s for SCAN's MATCH pattern, which then matches s
+// itself.
+func EscapeGlob(s string) string { return globEscaper.Replace(s) }
+
 // inProgress is what the in-progress check found.
 type inProgressFound struct {
 	scanned, records, started, running, lapsed, legacy int
@@ -50,9 +54,12 @@ func (t *Target) inProgress(ctx context.Context, nodes []node) Result {
 	if f.lapsed == 0 {
 		return Result{InProgress, OK, msg}
 	}
-	msg += fmt.Sprintf("; the longest-lapsed lease ran out %s ago (%s). Runs that ended without an outcome left them: "+
-		"a retry with the key takes each over; without one they expire with the retention",
-		(time.Duration(f.oldestLapse) * time.Millisecond).Round(time.Millisecond), f.oldestLapseKey)
+	if f.oldestLapseKey != "" {
+		msg += fmt.Sprintf("; the longest-lapsed lease ran out %s ago (%s)",
+			(time.Duration(f.oldestLapse) * time.Millisecond).Round(time.Millisecond), f.oldestLapseKey)
+	}
+	msg += ". Runs that ended without an outcome left them: " +
+		"a retry with the key takes each over; without one they expire with the retention"
 	return Result{InProgress, Warn, msg}
 }
 
@@ -118,9 +125,13 @@ func (t *Target) inspectKeys(ctx context.Context, n node, keys []string, f *inPr
 		if !ok || ttl < 0 {
 			continue
 		}
-		if left := ttl.Milliseconds() - thr; left > 0 {
+		released := len(head) > 1 && head[1] == record.FlagReleased // its owner gave the lease back: nobody holds it
+		switch left := ttl.Milliseconds() - thr; {
+		case left > 0 && !released:
 			f.running++
-		} else {
+		case released:
+			f.lapsed++
+		default:
 			f.lapsed++
 			if -left >= f.oldestLapse {
 				f.oldestLapse, f.oldestLapseKey = -left, k

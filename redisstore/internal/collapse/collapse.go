@@ -114,6 +114,16 @@ func (g *Group[C]) End(key string, f *Flight[C]) {
 	g.endLocked(key, f)
 }
 
+// Drop ends key's flight, whatever its fingerprint, if there is one: its
+// record is gone, and its followers ask again.
+func (g *Group[C]) Drop(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f := g.m[key]; f != nil {
+		g.endLocked(key, f)
+	}
+}
+
 // endLocked is End, with g.mu held.
 func (g *Group[C]) endLocked(key string, f *Flight[C]) {
 	if g.m[key] != f {

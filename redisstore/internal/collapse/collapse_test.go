@@ -55,6 +55,11 @@ func TestGroup(t *testing.T) {
 	_, err = next.Claim()
 	require.Error(t, err)
 	require.Zero(t, g.Held(next), "no hold without a lease")
+
+	g.Drop("k") // whatever its fingerprint
+	<-g.Done(next)
+	require.Nil(t, g.Get("k", &fp))
+	g.Drop("k") // nothing to drop
 }
 
 // TestGroupSweepsDeadFlights: flights whose lease is over and that nobody

@@ -74,6 +74,15 @@ func (c *Cache[V]) Add(key string, v V, cost int, expires time.Time) {
 	}
 }
 
+// Remove drops key's value, if any.
+func (c *Cache[V]) Remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.remove(e)
+	}
+}
+
 func (c *Cache[V]) remove(e *list.Element) {
 	en := c.order.Remove(e).(*entry[V])
 	delete(c.m, en.key)

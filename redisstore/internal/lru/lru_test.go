@@ -61,5 +61,11 @@ func TestCache(t *testing.T) {
 		require.False(t, ok, "larger than the cache")
 		_, ok = c.Get("a", yes)
 		require.True(t, ok, "and nothing went for it")
+
+		c.Remove("a")
+		c.Remove("none")
+		_, ok = c.Get("a", yes)
+		require.False(t, ok, "removed")
+		require.Zero(t, c.size)
 	})
 }

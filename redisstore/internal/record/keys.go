@@ -52,3 +52,41 @@ func (k Keys) Channel() string { return k.s[:k.n] + ":w" }
 
 // Tombstone is the key of the record's tombstone.
 func (k Keys) Tombstone() string { return k.s[:k.n] + ":t" }
+
+// What a key name under a prefix is, as NameKind tells.
+const (
+	NameOther       = iota // not a name the store writes
+	NameRecord             // <prefix>{<tag>}
+	NameTombstone          // <prefix>{<tag>}:t
+	NameLegacyLease        // <prefix>{<tag>}:lease, of a record in the previous format
+)
+
+// tagLen is the length of a tag: 16 bytes in unpadded base64url.
+const tagLen = 22
+
+// NameKind tells what the key name is under prefix (one of the Name
+// constants) and returns the keys of its record, for every kind but
+// NameOther.
+func NameKind(prefix, name string) (kind int, k Keys) {
+	n := len(prefix) + 1 + tagLen + 1
+	if len(name) < n || name[:len(prefix)] != prefix || name[len(prefix)] != '{' || name[n-1] != '}' {
+		return NameOther, Keys{}
+	}
+	for _, c := range []byte(name[len(prefix)+1 : n-1]) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return NameOther, Keys{}
+		}
+	}
+	switch name[n:] {
+	case "":
+		kind = NameRecord
+	case ":t":
+		kind = NameTombstone
+	case ":lease":
+		kind = NameLegacyLease
+	default:
+		return NameOther, Keys{}
+	}
+	all := name[:n] + ":lease"
+	return kind, Keys{s: all, n: n, One: []string{all[:n]}}
+}

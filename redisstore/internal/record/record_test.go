@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -134,5 +135,34 @@ func TestLayoutIsLuas(t *testing.T) {
 	}{{"'S'", KindStarted}, {"'C'", KindCompleted}, {"'-'", FlagNone}, {"'r'", FlagReleased}} {
 		require.Contains(t, string(src), c.field, "%q", c.b)
 		require.Equal(t, c.field, "'"+string(c.b)+"'")
+	}
+}
+
+func TestNameKind(t *testing.T) {
+	k := NewKeys("idem:", "acct", "k1")
+	for _, tt := range []struct {
+		name string
+		kind int
+	}{
+		{k.Record(), NameRecord},
+		{k.Tombstone(), NameTombstone},
+		{k.LegacyLease(), NameLegacyLease},
+		{k.Channel(), NameOther},
+		{"idem:" + k.Record()[len("idem:"):len(k.Record())-2] + "}", NameOther}, // a short tag
+		{"idem:{" + strings.Repeat("*", 22) + "}", NameOther},
+		{"idem:" + strings.Repeat("a", 24), NameOther},
+		{"other:" + k.Record()[len("idem:"):], NameOther},
+		{"idem:", NameOther},
+		{"", NameOther},
+		{k.Record() + "x", NameOther},
+	} {
+		kind, keys := NameKind("idem:", tt.name)
+		require.Equal(t, tt.kind, kind, "%q", tt.name)
+		if kind != NameOther {
+			require.Equal(t, k.Record(), keys.Record())
+			require.Equal(t, k.Tombstone(), keys.Tombstone())
+			require.Equal(t, k.LegacyLease(), keys.LegacyLease())
+			require.Equal(t, k.One, keys.One)
+		}
 	}
 }

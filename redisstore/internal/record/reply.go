@@ -130,6 +130,7 @@ type Found struct {
 
 	Fingerprint string // the stored fingerprint
 	Completed   bool   // a completed record; else a started one
+	Released    bool   // a started record whose owner gave its lease back (flags 'r')
 	Started     Started
 	// LeaseTTL is how long a started record's lease has left; 0 once the
 	// lease ran out or was given back.
@@ -161,8 +162,8 @@ func DecodeLookup(reply any) (f Found, ok bool) {
 		f.Fingerprint = v[OffFP : OffFP+FPLen]
 	}
 	if st, _, ok := ParseStarted(v); ok {
-		f.Started = st
-		if v[1] != FlagReleased {
+		f.Started, f.Released = st, v[1] == FlagReleased
+		if !f.Released {
 			thr, _ := Threshold(v)
 			f.LeaseTTL = pttl(ttl - thr)
 		}
@@ -178,4 +179,65 @@ func DecodeLookup(reply any) (f Found, ok bool) {
 // pttl turns a PTTL reply into a duration; "no key" and "no expiry" become 0.
 func pttl(ms int64) time.Duration {
 	return time.Duration(max(ms, 0)) * time.Millisecond
+}
+
+// Reply status codes of forget.lua, the first element of its reply; the
+// script's header comment lists the same. Keep them in step.
+const (
+	ForgetNothing = 0 // {0}: no record, no tombstone
+	Forgotten     = 1 // {1, record as it was (a completed one cut after its code) or '', lease ms it fenced}
+	ForgetForeign = 2 // {2, Redis type}: not an idemkey record, left alone
+	ForgetRefused = 3 // {3, lease ms left}: a live lease, and not forced
+)
+
+// ForgetReply is a decoded reply of forget.lua.
+type ForgetReply struct {
+	Status    int64         // one of the forget status codes
+	Record    string        // Forgotten: the record as it was (see the code), or ""
+	Type      string        // ForgetForeign: the key's Redis type
+	LeaseLeft time.Duration // ForgetRefused: how long the owner's lease has left; Forgotten: what it had left, fenced
+}
+
+// DecodeForget checks the shape of forget.lua's reply and decodes it; ok is
+// false for a reply of any other shape, or a forgotten record that is not
+// one.
+func DecodeForget(reply any) (f ForgetReply, ok bool) {
+	r, ok := reply.([]any)
+	if !ok || len(r) == 0 {
+		return f, false
+	}
+	status, ok := r[0].(int64)
+	if !ok {
+		return f, false
+	}
+	f.Status = status
+	switch {
+	case status == ForgetNothing && len(r) == 1:
+		return f, true
+	case status == Forgotten && len(r) == 3:
+		v, ok1 := r[1].(string)
+		ms, ok2 := r[2].(int64)
+		if !ok1 || !ok2 {
+			break
+		}
+		if v != "" {
+			if _, _, ok := ParseStarted(v); !ok {
+				if _, _, _, ok := ParseCompleted(v); !ok {
+					break
+				}
+			}
+		}
+		f.Record, f.LeaseLeft = v, pttl(ms)
+		return f, true
+	case status == ForgetForeign && len(r) == 2:
+		if f.Type, ok = r[1].(string); ok {
+			return f, true
+		}
+	case status == ForgetRefused && len(r) == 2:
+		if ms, ok := r[1].(int64); ok {
+			f.LeaseLeft = pttl(ms)
+			return f, true
+		}
+	}
+	return ForgetReply{}, false
 }

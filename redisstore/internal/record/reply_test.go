@@ -86,7 +86,7 @@ func TestDecodeLookup(t *testing.T) {
 		{"started, lease ran out", []any{int64(4000), "string", started},
 			&Found{Type: "string", TTL: 4 * time.Second, Fingerprint: string(fp[:]), Started: st}},
 		{"started, released", []any{int64(6500), "string", released},
-			&Found{Type: "string", TTL: 6500 * time.Millisecond, Fingerprint: string(fp[:]), Started: st}},
+			&Found{Type: "string", TTL: 6500 * time.Millisecond, Fingerprint: string(fp[:]), Released: true, Started: st}},
 		{"completed", []any{int64(100), "string", done},
 			&Found{Type: "string", TTL: 100 * time.Millisecond, Fingerprint: string(fp[:]), Completed: true, Attempt: 3, Code: 201, Body: "body"}},
 		{"not a record", []any{int64(100), "string", "x"}, nil},
@@ -157,4 +157,44 @@ func FuzzDecodeClaim(f *testing.F) {
 			t.Fatalf("DecodeLookup(%#v) refused it but returned %+v", reply, l)
 		}
 	})
+}
+
+func TestDecodeForget(t *testing.T) {
+	fp := Fingerprint("f")
+	started := string(AppendStarted(nil, &fp, "tok-0001", "5000", &Started{Attempt: 2, Label: "POST /x", CreatedMS: 7}))
+	done := string(AppendCompleted(nil, &fp, 1, 201, []byte("body")))
+	tests := []struct {
+		name  string
+		reply any
+		want  *ForgetReply // nil: refused
+	}{
+		{"nothing", []any{int64(0)}, &ForgetReply{}},
+		{"a started record", []any{int64(1), started, int64(0)}, &ForgetReply{Status: 1, Record: started}},
+		{"a live lease, fenced", []any{int64(1), started, int64(900)}, &ForgetReply{Status: 1, Record: started, LeaseLeft: 900 * time.Millisecond}},
+		{"a completed record, cut", []any{int64(1), done[:OffCompletedTail+6], int64(0)}, &ForgetReply{Status: 1, Record: done[:OffCompletedTail+6]}},
+		{"only a tombstone", []any{int64(1), "", int64(0)}, &ForgetReply{Status: 1}},
+		{"another type", []any{int64(2), "list"}, &ForgetReply{Status: 2, Type: "list"}},
+		{"refused", []any{int64(3), int64(1500)}, &ForgetReply{Status: 3, LeaseLeft: 1500 * time.Millisecond}},
+		{"forgotten garbage", []any{int64(1), "garbage", int64(0)}, nil},
+		{"forgotten without record", []any{int64(1)}, nil},
+		{"forgotten without lease", []any{int64(1), started}, nil},
+		{"nothing, long", []any{int64(0), "x"}, nil},
+		{"refused as string", []any{int64(3), "1500"}, nil},
+		{"type as number", []any{int64(2), int64(1)}, nil},
+		{"unknown code", []any{int64(9), ""}, nil},
+		{"not a list", int64(1), nil},
+		{"empty", []any{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := DecodeForget(tt.reply)
+			if tt.want == nil {
+				require.False(t, ok)
+				require.Zero(t, got)
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, *tt.want, got)
+		})
+	}
 }
