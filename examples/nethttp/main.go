@@ -146,11 +146,11 @@ func newAPI(store *redisstore.Store, s *shop) http.Handler {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8082", "listen address (keep it on loopback)")
-	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL, else an embedded miniredis)")
+	redisURL := flag.String("redis", "", "Redis URL (default $REDIS_URL, else an embedded miniredis)")
 	self := flag.Bool("selftest", false, "send requests to the server, print what happened, and exit")
 	flag.Parse()
 
-	client, where, closeRedis, err := devredis.Open(*redisURL)
+	client, where, closeRedis, err := devredis.Open(devredis.URL(*redisURL)) // $REDIS_URL read after parsing: -h prints defaults
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -138,11 +138,11 @@ func newReceiver(store *redisstore.Store, secrets map[string][]byte, o *orders) 
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "listen address (keep it on loopback)")
-	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL, else an embedded miniredis)")
+	redisURL := flag.String("redis", "", "Redis URL (default $REDIS_URL, else an embedded miniredis)")
 	self := flag.Bool("selftest", false, "send signed deliveries to the receiver, print what happened, and exit")
 	flag.Parse()
 
-	client, where, closeRedis, err := devredis.Open(*redisURL)
+	client, where, closeRedis, err := devredis.Open(devredis.URL(*redisURL)) // $REDIS_URL read after parsing: -h prints defaults
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -155,9 +155,9 @@ func consume(ctx context.Context, c *consumer, deliveries []message, n int, log 
 }
 
 func main() {
-	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL, else an embedded miniredis)")
+	redisURL := flag.String("redis", "", "Redis URL (default $REDIS_URL, else an embedded miniredis)")
 	flag.Parse()
-	client, where, closeRedis, err := devredis.Open(*redisURL)
+	client, where, closeRedis, err := devredis.Open(devredis.URL(*redisURL)) // $REDIS_URL read after parsing: -h prints defaults
 	if err != nil {
 		log.Fatal(err)
 	}

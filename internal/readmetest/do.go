@@ -1,6 +1,5 @@
 package readmetest
 
-// README:begin do
 import (
 	"context"
 	"errors"
@@ -8,6 +7,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
+// README:begin do
 func handle(ctx context.Context, store *redisstore.Store, msg message) {
 	res, err := store.Do(ctx, redisstore.Request{Scope: "mailer", Key: msg.ID, Fingerprint: hash(msg)},
 		func(ctx context.Context, l *redisstore.Lease) ([]byte, error) {
@@ -19,17 +19,15 @@ func handle(ctx context.Context, store *redisstore.Store, msg message) {
 		})
 	switch {
 	case err == nil: // res.Data; res.Replayed says whether it ran now
+		ack(msg, res)
 	case errors.Is(err, redisstore.ErrInProgress): // another consumer runs it: requeue with a delay
 		requeue(msg)
-	case errors.Is(err, redisstore.ErrFailed), // failed for good, now or before
-		errors.Is(err, redisstore.ErrMismatch),       // the ID was used for another message
-		errors.Is(err, redisstore.ErrInvalidRequest), // an empty or oversized ID
-		errors.Is(err, redisstore.ErrExpired):        // ran long ago; only its tombstone is left
-		deadLetter(msg, err)
+	case errors.Is(err, redisstore.ErrFailed), errors.Is(err, redisstore.ErrMismatch),
+		errors.Is(err, redisstore.ErrInvalidRequest), errors.Is(err, redisstore.ErrExpired):
+		deadLetter(msg, err) // failed for good, ID reused for another message, bad ID, or ran long ago
 	default: // Redis unreachable, or a transient failure (the function's, or its context's end)
 		requeue(msg)
 	}
-	_ = res
 }
 
 // README:end

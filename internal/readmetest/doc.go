@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/redisstore"
 )
@@ -39,11 +41,30 @@ var (
 	mailer          emailAPI
 )
 
-func isTemporary(error) bool           { return false }
-func hash(message) string              { return "" }
-func accountID(context.Context) string { return "acct_1" }
-func requeue(message)                  {}
-func deadLetter(message, error)        {}
+func isTemporary(error) bool          { return false }
+func hash(message) string             { return "" }
+func requeue(message)                 {}
+func ack(message, *redisstore.Result) {}
+func deadLetter(message, error)       {}
+
+// statusOf maps the app's errors to statuses: a declined card is the
+// client's (402, stored and replayed), anything else a 503 (released).
+func statusOf(err error) int {
+	if errors.Is(err, errCardDeclined) {
+		return http.StatusPaymentRequired
+	}
+	return http.StatusServiceUnavailable
+}
+
+// accountID and userID are the app's authentication: the caller, or an
+// error when there is none.
+func accountID(*http.Request) (string, error) { return "acct_1", nil }
+func userID(c *gin.Context) (string, error) {
+	if id := c.GetString("user_id"); id != "" {
+		return id, nil
+	}
+	return "", errors.New("no authenticated user")
+}
 
 // app is the API the kit snippet tests: POST /v1/orders on httpmw.
 type app struct {

@@ -1,6 +1,5 @@
 package readmetest
 
-// README:begin kit
 import (
 	"net/http"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
+// README:begin kit
 func TestCreateOrder(t *testing.T) {
 	store, rdb := idemkeytest.NewStore(t, redisstore.Options{}) // embedded Redis; or your own
 	app := newApp(store)                                        // your handler, on that store

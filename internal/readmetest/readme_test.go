@@ -97,7 +97,7 @@ func TestSnippetsRun(t *testing.T) {
 // file that exists.
 func TestLinksResolve(t *testing.T) {
 	var docs []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "examples/*/*.md", "bench/*.md", "prometheus/*.md", "otel/*.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "examples/*/*.md", "bench/*.md", "prometheus/*.md", "otel/*.md", "grpcmw/*.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		require.NoError(t, err)
 		docs = append(docs, m...)

@@ -6,7 +6,10 @@ package devredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	neturl "net/url"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -33,7 +36,7 @@ func Open(url string) (client *redis.Client, where string, closeAll func(), err 
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		stop()
-		return nil, "", nil, fmt.Errorf("redis URL: %w", err)
+		return nil, "", nil, fmt.Errorf("redis URL: %w", withoutURL(err))
 	}
 	if where == "" {
 		where = fmt.Sprintf("redis at %s db %d", opts.Addr, opts.DB) // no credentials in logs
@@ -48,4 +51,29 @@ func Open(url string) (client *redis.Client, where string, closeAll func(), err 
 		return nil, "", nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
 	}
 	return c, where, func() { _ = c.Close(); stop() }, nil
+}
+
+// URL returns the Redis URL an example was given: flagValue, or else
+// $REDIS_URL. Read it after the flags are parsed, never as a flag's
+// default: -h and every usage error print defaults, password included.
+func URL(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv("REDIS_URL")
+}
+
+// withoutURL drops the URL that url.Parse's errors quote whole (password
+// included), keeping the reason. A bad %-escape's reason would show a piece
+// of what it is in (the password, perhaps), so it is only named.
+func withoutURL(err error) error {
+	var ue *neturl.Error
+	if !errors.As(err, &ue) {
+		return err // go-redis's own: the scheme or the database number, no credentials
+	}
+	var esc neturl.EscapeError
+	if errors.As(ue.Err, &esc) {
+		return errors.New("a bad %-escape in the user, password or path (write '%' as %25)")
+	}
+	return ue.Err
 }

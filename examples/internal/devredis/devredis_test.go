@@ -43,3 +43,27 @@ func TestOpenFailsFast(t *testing.T) {
 	_, _, _, err = Open("http://nope")
 	require.ErrorContains(t, err, "redis URL")
 }
+
+// A URL that does not parse is never echoed: url.Parse's errors quote the
+// whole URL, password included.
+func TestOpenBadURLHidesCredentials(t *testing.T) {
+	for _, url := range []string{
+		"redis://app:s3cret-pass@127.0.0.1:notaport/0",
+		"redis://app:s3cret-pass@127.0.0.1:1/notadb",
+		"redis://app:s3cret%zzpass@127.0.0.1:1/0",
+		"ftp://app:s3cret-pass@127.0.0.1:1/0",
+	} {
+		_, _, _, err := Open(url)
+		require.Error(t, err, url)
+		require.NotContains(t, err.Error(), "s3cret", url)
+		require.ErrorContains(t, err, "redis URL")
+	}
+}
+
+// URL falls back to $REDIS_URL only after the flags are parsed, so that a
+// flag's default (printed by -h and by every usage error) never holds it.
+func TestURLFromTheEnvironment(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://app:s3cret-pass@127.0.0.1:1/0")
+	require.Equal(t, "redis://app:s3cret-pass@127.0.0.1:1/0", URL(""))
+	require.Equal(t, "redis://127.0.0.1:2/0", URL("redis://127.0.0.1:2/0"))
+}

@@ -47,11 +47,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	latency := fs.Duration("provider-latency", 50*time.Millisecond, "simulated provider latency")
-	redisURL := fs.String("redis", getenv("REDIS_URL"), "Redis `URL` (default $REDIS_URL, else an embedded miniredis)")
+	redisURL := fs.String("redis", "", "Redis `URL` (default $REDIS_URL, else an embedded miniredis)")
+	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rdb, where, closeRedis, err := devredis.Open(*redisURL)
+	url := *redisURL
+	if url == "" { // read after parsing: a flag's default is printed by -h, password and all
+		url = getenv("REDIS_URL")
+	}
+	rdb, where, closeRedis, err := devredis.Open(url)
 	if err != nil {
 		return err
 	}

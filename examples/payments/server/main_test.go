@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"strings"
@@ -110,4 +111,15 @@ func TestServerNeedsRedis(t *testing.T) {
 			require.ErrorContains(t, err, "redis at 127.0.0.1:1")
 		})
 	}
+}
+
+// TestHelpHidesRedisURL: -h prints every flag's default, so $REDIS_URL
+// (password and all) must not be one.
+func TestHelpHidesRedisURL(t *testing.T) {
+	var out strings.Builder
+	env := map[string]string{"REDIS_URL": "redis://app:s3cret-pass@127.0.0.1:1/0"}
+	err := run(context.Background(), []string{"-h"}, func(k string) string { return env[k] }, &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, out.String(), "-redis")
+	require.NotContains(t, out.String(), "s3cret")
 }
