@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
@@ -282,7 +280,7 @@ func TestReplayCache(t *testing.T) {
 
 	// Another process's outcome, fetched once, then cached with its TTL.
 	s2 := newStore(t, backend{client: client}, Options{ReplayCacheBytes: 1 << 20, Lease: 100 * time.Millisecond, Retention: 700 * time.Millisecond})
-	s2.env.settled.Store(true) // no start-up check: its commands are not the replays'
+	s2.env.Settle() // no start-up check: its commands are not the replays'
 	rt.reset()
 	for range 3 {
 		r, err := s2.Claim(ctx, req)
@@ -390,110 +388,6 @@ func TestAwaitRechecksRedisPastALocalLease(t *testing.T) {
 			t.Logf("replay after %v", time.Since(start))
 		})
 	}
-}
-
-// gatedDialer dials Redis, or, while shut, holds every dial until it opens
-// again or the dial's context ends, as a blackholed network does.
-type gatedDialer struct {
-	mu      sync.Mutex
-	shut    chan struct{} // nil while open
-	waiting chan struct{} // gets a value when a dial starts waiting
-}
-
-func (d *gatedDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	shut := d.shut
-	d.mu.Unlock()
-	if shut != nil {
-		select {
-		case d.waiting <- struct{}{}:
-		default:
-		}
-		select {
-		case <-shut:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	var nd net.Dialer
-	return nd.DialContext(ctx, network, addr)
-}
-
-func (d *gatedDialer) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.shut == nil {
-		d.shut = make(chan struct{})
-	}
-}
-
-func (d *gatedDialer) open() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.shut != nil {
-		close(d.shut)
-		d.shut = nil
-	}
-}
-
-// TestWakerStopDoesNotHoldTheWaiters: a waiter that stops waiting while the
-// pub/sub connection is reconnecting to an unreachable Redis (a dial that
-// hangs) must not hold up the other waiters. stop used to unsubscribe under
-// the waker's lock: it blocked there behind the reconnect, and with it
-// every other waiter's watch, whatever its deadline, and every wake-up.
-func TestWakerStopDoesNotHoldTheWaiters(t *testing.T) {
-	srv := redistest.Start(t)
-	admin := srv.Client(t)
-	d := &gatedDialer{waiting: make(chan struct{}, 1)}
-	t.Cleanup(d.open)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: d.dial, DialTimeout: 20 * time.Second})
-	t.Cleanup(func() { _ = client.Close() })
-	s := newStore(t, backend{client: client}, Options{})
-	ctx := context.Background()
-	subscribers := func(channel string) int64 {
-		n, err := admin.PubSubNumSub(ctx, channel).Result()
-		require.NoError(t, err)
-		return n[channel]
-	}
-
-	_, stopA := s.wake.watch(ctx, "chA")
-	_, stopB := s.wake.watch(ctx, "chB")
-	require.NotNil(t, stopA)
-	require.NotNil(t, stopB)
-	require.Eventually(t, func() bool { return subscribers("chA") == 1 && subscribers("chB") == 1 }, 5*time.Second, 5*time.Millisecond)
-
-	// The pub/sub connection drops, and its reconnect hangs.
-	d.close()
-	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
-	select {
-	case <-d.waiting:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pub/sub connection did not reconnect")
-	}
-
-	stopped := make(chan struct{})
-	go func() {
-		stopB()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(2 * time.Second):
-		d.open()
-		t.Fatal("stop blocked behind the reconnect")
-	}
-	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, stopA2 := s.wake.watch(wctx, "chA") // another waiter on a subscribed channel
-	require.Less(t, time.Since(start), 2*time.Second, "watch blocked past its deadline")
-
-	// Once Redis can be reached again, A's waiters are subscribed and B is not.
-	d.open()
-	require.Eventually(t, func() bool { return subscribers("chA") == 1 && subscribers("chB") == 0 }, 10*time.Second, 5*time.Millisecond)
-	stopA()
-	stopA2()
-	require.Eventually(t, func() bool { return subscribers("chA") == 0 }, 5*time.Second, 5*time.Millisecond)
 }
 
 // hangsClaims passes the first claim through and holds every later one

@@ -90,7 +90,7 @@ func (s *Store) checkScripts(ctx context.Context) check.Result {
 	if err != nil {
 		return result(check.Fail, "%s", err)
 	}
-	quiet.env.settled.Store(true) // no start-up check: Check reports the eviction policy itself
+	quiet.env.Settle() // no start-up check: Check reports the eviction policy itself
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	start := time.Now()

@@ -38,7 +38,7 @@ func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 // settled waits until s's start-up check has nothing more to do.
 func settled(t *testing.T, s *Store) {
 	t.Helper()
-	require.Eventually(t, s.env.settled.Load, 10*time.Second, 5*time.Millisecond, "the start-up check did not settle")
+	require.Eventually(t, s.env.Settled, 10*time.Second, 5*time.Millisecond, "the start-up check did not settle")
 }
 
 // TestEvictingRedisIsFoundOnFirstUse: the store checks maxmemory-policy on
@@ -89,9 +89,7 @@ func TestEvictingRedisIsFoundOnFirstUse(t *testing.T) {
 				t.Cleanup(func() { _ = admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err() })
 				_, err = s.Claim(ctx, req)
 				require.ErrorIs(t, err, ErrEvicting, "checked again only after a while")
-				s.env.mu.Lock()
-				s.env.next = time.Time{} // that while has passed
-				s.env.mu.Unlock()
+				s.env.Due() // that while has passed
 				c, err := s.Claim(ctx, req)
 				require.NoError(t, err)
 				require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))

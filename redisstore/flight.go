@@ -2,13 +2,13 @@ package redisstore
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/idemkey/idemkey/redisstore/internal/collapse"
+	"github.com/idemkey/idemkey/redisstore/internal/lru"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
@@ -20,158 +20,19 @@ import (
 //
 // A flight whose lease is over by this process's clock and that was never
 // ended (its lease dropped without Complete or Release, or its run stuck)
-// is dead: the next claim of its key replaces it, and joins sweep dead
-// flights out of the map every so many new flights, so that none stays
-// for the life of the process.
-type flights struct {
-	mu    sync.Mutex
-	m     map[string]*flight
-	added int // flights made since the last sweep
-}
-
-// flight is one key's claim by this process, and then its run. Its
-// channels are made only when somebody waits on them, under flights.mu:
-// most flights have no follower.
-type flight struct {
-	fp        [record.FPLen]byte
-	isClaimed bool          // the leader's claim has its answer
-	isDone    bool          // the flight ended
-	claimed   chan struct{} // closed once isClaimed, if made
-	done      chan struct{} // closed once isDone, if made
-
-	// Set before claimed closes.
-	claim *Claim
-	err   error
-
-	// Set before done closes: the outcome, when the run stored one.
-	resp *Response
-
-	lease *Lease // the run's lease, once owned
-}
-
-// join returns the key's flight and whether the caller leads it (a new
-// flight). It returns nil when the key's flight is for another fingerprint:
-// only Redis can answer that claim.
-func (fs *flights) join(key string, fp *[record.FPLen]byte) (f *flight, leader bool) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if f = fs.m[key]; f != nil {
-		if f.fp != *fp {
-			return nil, false
-		}
-		return f, false
-	}
-	if fs.m == nil {
-		fs.m = map[string]*flight{}
-	}
-	// A sweep costs a pass over the map once per as many new flights as it
-	// holds: constant time per flight.
-	if fs.added++; fs.added >= max(sweepEvery, len(fs.m)) {
-		fs.added = 0
-		for k, f := range fs.m {
-			if f.dead() {
-				fs.endLocked(k, f, nil)
-			}
-		}
-	}
-	f = &flight{fp: *fp}
-	fs.m[key] = f
-	return f, true
-}
-
-// sweepEvery is the fewest new flights between two sweeps.
-const sweepEvery = 64
-
-// dead reports whether f's run had a lease that is now over by this
-// process's clock. Called with flights.mu held.
-func (f *flight) dead() bool { return f.lease != nil && f.lease.left() <= 0 }
-
-// owned returns how long f's run holds its lease at least, as far as this
-// process knows: 0 when it holds none.
-func (fs *flights) owned(f *flight) time.Duration {
-	fs.mu.Lock()
-	l := f.lease
-	fs.mu.Unlock()
-	if l == nil {
-		return 0
-	}
-	return max(l.left(), 0)
-}
-
-// closed is a channel that is always closed.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// claimedChan returns a channel closed once f's claim has its answer.
-func (fs *flights) claimedChan(f *flight) <-chan struct{} {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if f.isClaimed {
-		return closed
-	}
-	if f.claimed == nil {
-		f.claimed = make(chan struct{})
-	}
-	return f.claimed
-}
-
-// doneChan returns a channel closed once f ends.
-func (fs *flights) doneChan(f *flight) <-chan struct{} {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if f.isDone {
-		return closed
-	}
-	if f.done == nil {
-		f.done = make(chan struct{})
-	}
-	return f.done
-}
-
-// settle records the leader's claim: its answer for the followers.
-func (fs *flights) settle(f *flight, c *Claim, err error) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	f.claim, f.err, f.isClaimed = c, err, true
-	if c != nil && c.Lease != nil {
-		f.lease = c.Lease
-	}
-	if f.claimed != nil {
-		close(f.claimed)
-	}
-}
-
-// get returns the key's flight, if any.
-func (fs *flights) get(key string) *flight {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.m[key]
-}
-
-// end ends f with resp, the outcome its run stored (nil for none).
-func (fs *flights) end(key string, f *flight, resp *Response) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	fs.endLocked(key, f, resp)
-}
-
-// endLocked is end, with fs.mu held.
-func (fs *flights) endLocked(key string, f *flight, resp *Response) {
-	if fs.m[key] != f {
-		return // ended already, or replaced
-	}
-	delete(fs.m, key)
-	f.resp, f.isDone = resp, true
-	if f.done != nil {
-		close(f.done)
-	}
-}
+// is dead: the next claim of its key replaces it, and the map's
+// bookkeeping (internal/collapse) sweeps dead flights out.
+type (
+	flights = collapse.Group[*Claim]
+	flight  = collapse.Flight[*Claim]
+)
 
 // collapse claims l's key, sharing one claim with the concurrent claims of
 // the same key and fingerprint in this process.
 func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 	key := l.keys.Record()
 	for range 2 { // a dead flight is replaced once
-		f, leader := s.flights.join(key, &l.fp)
+		f, leader := s.flights.Join(key, &l.fp)
 		switch {
 		case f == nil:
 			return s.claim(ctx, l)
@@ -179,26 +40,27 @@ func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 			return s.lead(ctx, l, f)
 		}
 		select {
-		case <-s.flights.claimedChan(f):
+		case <-s.flights.Claimed(f):
 		case <-ctx.Done():
 			return nil, fmt.Errorf("redisstore: claim: %w", context.Cause(ctx))
 		}
+		c, err := f.Claim()
 		var ip *InProgressError
 		switch {
-		case f.err == nil && f.claim.Status == Replayed:
-			return &Claim{Status: Replayed, Response: f.claim.Response}, nil
-		case f.err == nil:
+		case err == nil && c.Status == Replayed:
+			return &Claim{Status: Replayed, Response: c.Response}, nil
+		case err == nil:
 			// This process runs the operation. Its lease is as good as
 			// Redis's answer while its heartbeat keeps it; past that, the
 			// flight is dead: replace it and ask Redis, which may let the
 			// key be taken over (and the new run collapse its duplicates).
-			if left := f.lease.left(); left > 0 {
+			if left := s.flights.Held(f); left > 0 {
 				return nil, &InProgressError{LeaseLeft: left}
 			}
-			s.flights.end(key, f, nil)
+			s.flights.End(key, f)
 			continue
-		case errors.As(f.err, &ip), errors.Is(f.err, ErrMismatch), errors.Is(f.err, ErrExpired):
-			return nil, f.err // Redis's answer for this key and fingerprint
+		case errors.As(err, &ip), errors.Is(err, ErrMismatch), errors.Is(err, ErrExpired):
+			return nil, err // Redis's answer for this key and fingerprint
 		}
 		return s.claim(ctx, l) // the leader failed (its context, Redis): ask for ourselves
 	}
@@ -208,19 +70,22 @@ func (s *Store) collapse(ctx context.Context, l *Lease) (*Claim, error) {
 // lead claims l's key for the flight f it leads, and settles f with the answer.
 func (s *Store) lead(ctx context.Context, l *Lease, f *flight) (*Claim, error) {
 	c, err := s.claim(ctx, l)
-	if c != nil && c.Lease != nil {
-		c.Lease.flight = f
-	}
-	s.flights.settle(f, c, err)
 	if c == nil || c.Lease == nil {
-		var resp *Response
-		if c != nil {
-			resp = &c.Response
-		}
-		s.flights.end(l.keys.Record(), f, resp)
+		s.flights.Settle(f, c, err, nil)
+		s.flights.End(l.keys.Record(), f)
+		return c, err
 	}
+	c.Lease.flight = f
+	s.flights.Settle(f, c, err, (*holder)(c.Lease))
 	return c, err
 }
+
+// holder is a Lease as its flight's collapse.Holder: a *Lease converts to
+// a *holder at no cost, and Left stays off Lease's public methods.
+type holder Lease
+
+// Left is how long the lease holds at least (left).
+func (h *holder) Left() time.Duration { return (*Lease)(h).left() }
 
 // signed records a sign of life of the lease sent at t: a claim, extend or
 // checkpoint that Redis acknowledged.
@@ -234,7 +99,7 @@ func (l *Lease) left() time.Duration {
 // ended ends the lease's flight, with the stored outcome if there is one.
 func (l *Lease) ended(resp *Response) {
 	if l.flight != nil {
-		l.store.flights.end(l.keys.Record(), l.flight, resp)
+		l.store.flights.End(l.keys.Record(), l.flight)
 	}
 	if resp != nil {
 		// The record lives about the retention from the last sign of life
@@ -243,81 +108,40 @@ func (l *Lease) ended(resp *Response) {
 	}
 }
 
-// replayCache keeps completed outcomes this process has seen, so that their
-// replays cost no round trip: bounded in bytes, each entry until its record
-// expires in Redis, the least recently used first out (a key being retried
-// stays while fresh outcomes come and go).
-type replayCache struct {
-	mu    sync.Mutex
-	max   int
-	size  int
-	order *list.List // of *cached, least recently used first
-	m     map[string]*list.Element
-}
+// The replay cache keeps completed outcomes this process has seen, so
+// that their replays cost no round trip: bounded in bytes, each entry until
+// its record expires in Redis, the least recently used first out (a key
+// being retried stays while fresh outcomes come and go).
+type replayCache = lru.Cache[cached]
 
+// cached is a cached outcome, for the fingerprint of its record.
 type cached struct {
-	key     string
-	fp      [record.FPLen]byte
-	resp    Response
-	expires time.Time
+	fp   [record.FPLen]byte
+	resp Response
 }
-
-func (c *cached) cost() int { return len(c.key) + len(c.resp.Body) + 96 }
 
 // cached returns the replay of l's key from the cache, if it holds one for
 // l's fingerprint. A cached outcome for another fingerprint is left to
 // Redis, which answers the mismatch.
 func (s *Store) cached(l *Lease) (*Claim, bool) {
-	rc := s.cache
-	if rc == nil {
+	if s.cache == nil {
 		return nil, false
 	}
-	key := l.keys.Record()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	e, ok := rc.m[key]
+	c, ok := s.cache.Get(l.keys.Record(), func(c *cached) bool { return c.fp == l.fp })
 	if !ok {
 		return nil, false
 	}
-	c := e.Value.(*cached)
-	if time.Now().After(c.expires) {
-		rc.remove(e)
-		return nil, false
-	}
-	if c.fp != l.fp {
-		return nil, false
-	}
-	rc.order.MoveToBack(e) // used now: the last to go
 	return &Claim{Status: Replayed, Response: c.resp}, true
 }
 
 // remember caches resp as l's key's outcome until expires.
 func (s *Store) remember(l *Lease, resp Response, expires time.Time) {
-	rc := s.cache
-	if rc == nil || time.Until(expires) <= 0 {
-		return
-	}
-	c := &cached{key: l.keys.Record(), fp: l.fp, resp: resp, expires: expires}
-	if c.cost() > rc.max {
+	if s.cache == nil {
 		return
 	}
 	// The cache's own copy: the caller may reuse its buffer (Do's result,
 	// the body given to Complete), and Redis keeps what it was sent.
-	c.resp.Body = bytes.Clone(resp.Body)
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if e, ok := rc.m[c.key]; ok {
-		rc.remove(e)
-	}
-	rc.m[c.key] = rc.order.PushBack(c)
-	rc.size += c.cost()
-	for rc.size > rc.max {
-		rc.remove(rc.order.Front())
-	}
-}
-
-func (rc *replayCache) remove(e *list.Element) {
-	c := rc.order.Remove(e).(*cached)
-	delete(rc.m, c.key)
-	rc.size -= c.cost()
+	resp.Body = bytes.Clone(resp.Body)
+	key := l.keys.Record()
+	s.cache.Add(key, cached{fp: l.fp, resp: resp}, len(key)+len(resp.Body)+96, expires)
 }

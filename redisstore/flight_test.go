@@ -128,11 +128,7 @@ func TestDeadFlightIsReplaced(t *testing.T) {
 			}}
 			// Under a second: no after-restart grace on a fresh redis-server.
 			s := newStore(t, b, Options{Lease: 900 * time.Millisecond, Observer: obs})
-			flights := func() int {
-				s.flights.mu.Lock()
-				defer s.flights.mu.Unlock()
-				return len(s.flights.m)
-			}
+			flights := s.flights.Len
 			lapse := func(l *Lease) { // by this process's clock and by Redis's
 				t.Helper()
 				l.signed(time.Now().Add(-time.Hour))

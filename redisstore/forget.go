@@ -83,11 +83,9 @@ func (s *Store) forget(ctx context.Context, scope, key string, force bool) error
 		return &InProgressError{LeaseLeft: f.LeaseLeft}
 	}
 	s.uncache(k.Record())
-	if fl := s.flights.get(k.Record()); fl != nil {
-		// This process's duplicates ask Redis again, instead of being told
-		// of a run whose record is gone.
-		s.flights.end(k.Record(), fl, nil)
-	}
+	// This process's duplicates ask Redis again, instead of being told of
+	// a run whose record is gone.
+	s.flights.Drop(k.Record())
 	if s.opts.Observer != nil {
 		s.observeForget(ctx, scope, key, f)
 	}
@@ -115,13 +113,7 @@ func (s *Store) observeForget(ctx context.Context, scope, key string, f record.F
 
 // uncache drops the replay cache's entry for the record named key.
 func (s *Store) uncache(key string) {
-	rc := s.cache
-	if rc == nil {
-		return
-	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if e, ok := rc.m[key]; ok {
-		rc.remove(e)
+	if s.cache != nil {
+		s.cache.Remove(key)
 	}
 }

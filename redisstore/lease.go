@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -127,38 +124,15 @@ func (l *Lease) handBack() {
 	}()
 }
 
-// persist runs a write that is safe to repeat until it reaches Redis: tries
-// 10ms apart, doubling to 250ms, while ctx lasts (and at most 40 tries).
-// Answers from Redis (ErrLeaseLost, a script error) are final; only failures
-// to reach it are tried again.
-func persist(ctx context.Context, write func() error) error { return persistWith(ctx, waitFor, write) }
+// persist runs a write that is safe to repeat until it reaches Redis
+// (script.Persist): the store's answers (ErrLeaseLost, an unexpected
+// reply, too few replicas) are final, as Redis's are.
+func persist(ctx context.Context, write func() error) error { return script.Persist(ctx, final, write) }
 
-// persistWith is persist, waiting between tries with wait.
-func persistWith(ctx context.Context, wait func(context.Context, time.Duration) bool, write func() error) error {
-	backoff := 10 * time.Millisecond
-	for try := 1; ; try++ {
-		err := write()
-		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrNotReplicated) ||
-			script.IsFinal(err) || try == persistTries || !wait(ctx, backoff) {
-			return err
-		}
-		backoff = min(2*backoff, 250*time.Millisecond)
-	}
-}
-
-// persistTries bounds persist's tries when ctx has no deadline.
-const persistTries = 40
-
-// waitFor waits d, or returns false when ctx ends first.
-func waitFor(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// final reports whether err is an answer that trying a write again cannot
+// change.
+func final(err error) bool {
+	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrNotReplicated)
 }
 
 // Extend pushes the lease out to the store's full lease duration from now
@@ -200,14 +174,7 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 // there; this key cannot. It is 32 characters of base64url and reveals
 // nothing of the scope or key.
 func (l *Lease) DerivedKey(step string) string {
-	h := sha256.New()
-	h.Write([]byte("idemkey derived key\x00"))
-	for _, s := range [...]string{l.store.opts.Prefix, l.req.Scope, l.req.Key, step} {
-		var n [binary.MaxVarintLen64]byte
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:24])
+	return record.DerivedKey(l.store.opts.Prefix, l.req.Scope, l.req.Key, step)
 }
 
 // Supervise watches over an operation running on the lease, whose context

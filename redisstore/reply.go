@@ -22,6 +22,10 @@ var errLegacy = errors.New("redisstore: record in the previous format")
 // acknowledged.
 func notReplicated(acked, want int) error { return &ReplicationError{Acked: acked, Want: want} }
 
+// evicting is the start-up check's error for a Redis that may evict, with
+// Options.RequireNoEviction.
+func evicting(finding string) error { return fmt.Errorf("%w: %s", ErrEvicting, finding) }
+
 // claimed turns a claim's reply into a Claim, and gives the key back when
 // the claim may have taken effect but cannot be used.
 func (s *Store) claimed(l *Lease, reply any, err error, sent time.Time) (*Claim, error) {

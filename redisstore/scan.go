@@ -2,16 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/idemkey/idemkey/redisstore/internal/check"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
-	"github.com/idemkey/idemkey/redisstore/internal/script"
+	"github.com/idemkey/idemkey/redisstore/internal/walk"
 )
 
 // ScanOptions selects what [Store.Scan] passes on. The zero value passes
@@ -86,13 +81,8 @@ type ScanSummary struct {
 	SlowestCall time.Duration
 }
 
-// Sizes of Scan's reads.
-const (
-	scanCount       = 1000    // SCAN's COUNT by default
-	scanHeadLen     = 512     // bytes of each record read first: all of most started records, a completed one's code
-	scanStartedMax  = 1 << 20 // a started record larger than this is not read whole
-	scanBatchValues = 4 << 20 // bytes of whole values one pipeline reads, at most (and one value)
-)
+// scanCount is SCAN's COUNT by default.
+const scanCount = 1000
 
 // Scan walks every key under the store's prefix with SCAN (never KEYS),
 // on every master of a cluster and every shard of a Ring, and calls fn
@@ -125,183 +115,32 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(*Scanned) er
 	if opts.Count == 0 {
 		opts.Count = scanCount
 	}
-	if ap, ok := s.client.(*redis.AutoPipeliner); ok {
-		info, err := ap.Info(ctx, "cluster").Result()
-		if err != nil {
-			return sum, fmt.Errorf("redisstore: scan: %w", err)
-		}
-		if strings.Contains(info, "cluster_enabled:1") {
-			return sum, errors.New("redisstore: scan: an auto-pipeliner on a cluster reaches no master on its own: " +
-				"scan through a store on the cluster client")
-		}
-	}
-	servers, err := check.Servers(ctx, s.client)
-	if err != nil {
-		return sum, fmt.Errorf("redisstore: scan: %w", err)
-	}
-	sc := scanner{s: s, opts: &opts, fn: fn, sum: &sum, now: time.Now()}
-	for _, srv := range servers {
-		sum.Servers++
-		if err := sc.server(ctx, srv); err != nil {
-			return sum, err
-		}
-	}
-	return sum, nil
+	sc := scanner{opts: &opts, fn: fn, sum: &sum, now: time.Now()}
+	st, err := walk.Run(ctx, s.client, walk.Options{Prefix: s.opts.Prefix, Count: opts.Count, Bodies: opts.Bodies}, sc.pass)
+	sum.Servers, sum.Keys, sum.Tombstones, sum.Calls, sum.SlowestCall = st.Servers, st.Keys, st.Tombstones, st.Calls, st.SlowestCall
+	return sum, err
 }
 
 // scanner is one Scan.
 type scanner struct {
-	s    *Store
 	opts *ScanOptions
 	fn   func(*Scanned) error
 	sum  *ScanSummary
 	now  time.Time
 }
 
-// server scans one server, one SCAN call's keys at a time.
-func (sc *scanner) server(ctx context.Context, srv check.Server) error {
-	match := check.EscapeGlob(sc.s.opts.Prefix) + "*"
-	var cursor uint64
-	for {
-		start := time.Now()
-		keys, next, err := srv.C.Scan(ctx, cursor, match, int64(sc.opts.Count)).Result()
-		sc.sum.Calls++
-		sc.sum.SlowestCall = max(sc.sum.SlowestCall, time.Since(start))
-		if err != nil {
-			return fmt.Errorf("redisstore: scan of %s: %w", srv.Addr, err)
-		}
-		sc.sum.Keys += len(keys)
-		if err := sc.batch(ctx, srv, keys); err != nil {
-			return err
-		}
-		if cursor = next; cursor == 0 {
-			return nil
-		}
-	}
-}
-
-// probe is what Scan reads of one key.
-type probe struct {
-	name  string
-	kind  int // record.NameKind's
-	head  *redis.StringCmd
-	ttl   *redis.DurationCmd
-	size  *redis.IntCmd
-	typ   *redis.StatusCmd // for keys that are not a record's string
-	whole *redis.StringCmd // the whole value, when the head is not enough
-}
-
-// batch reads and passes on the keys of one SCAN call.
-func (sc *scanner) batch(ctx context.Context, srv check.Server, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	probes := make([]probe, 0, len(keys))
-	p := srv.C.Pipeline()
-	for _, name := range keys {
-		kind, _ := record.NameKind(sc.s.opts.Prefix, name)
-		pr := probe{name: name, kind: kind}
-		switch kind {
-		case record.NameTombstone, record.NameLegacyLease:
-			sc.sum.Tombstones++
-			continue
-		case record.NameRecord:
-			pr.head = p.GetRange(ctx, name, 0, scanHeadLen-1)
-			pr.ttl = p.PTTL(ctx, name)
-			pr.size = p.StrLen(ctx, name)
-		default:
-			pr.typ = p.Type(ctx, name)
-		}
-		probes = append(probes, pr)
-	}
-	if err := execPipeline(ctx, p, srv); err != nil {
-		return err
-	}
-	if err := sc.readMore(ctx, srv, probes); err != nil {
-		return err
-	}
-	for i := range probes {
-		if err := sc.pass(&probes[i], srv); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readMore reads what the heads did not tell: the type of a record's key
-// that holds no string, and the whole value of started records longer
-// than their head (and, with Bodies, of completed ones), in pipelines of
-// at most scanBatchValues bytes.
-func (sc *scanner) readMore(ctx context.Context, srv check.Server, probes []probe) error {
-	p, bytes, queued := srv.C.Pipeline(), int64(0), 0
-	flush := func() error {
-		if queued == 0 {
-			return nil
-		}
-		err := execPipeline(ctx, p, srv)
-		p, bytes, queued = srv.C.Pipeline(), 0, 0
-		return err
-	}
-	for i := range probes {
-		pr := &probes[i]
-		if pr.head == nil {
-			continue
-		}
-		head, err := pr.head.Result()
-		switch {
-		case err != nil:
-			pr.typ = p.Type(ctx, pr.name)
-			queued++
-			continue
-		case head == "":
-			continue
-		}
-		size := pr.size.Val()
-		if size <= int64(len(head)) || !(head[0] == record.KindStarted && size <= scanStartedMax ||
-			head[0] == record.KindCompleted && sc.opts.Bodies) {
-			continue
-		}
-		if queued > 0 && bytes+size > scanBatchValues {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		pr.whole = p.Get(ctx, pr.name)
-		bytes += size
-		queued++
-	}
-	return flush()
-}
-
-// execPipeline runs p; a command's own error reply (WRONGTYPE, a key gone)
-// is that command's, and not the pipeline's.
-func execPipeline(ctx context.Context, p redis.Pipeliner, srv check.Server) error {
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !script.IsFinal(err) {
-		return fmt.Errorf("redisstore: scan of %s: %w", srv.Addr, err)
-	}
-	return nil
-}
-
-// pass decodes one probed key and hands it to fn if it is kept.
-func (sc *scanner) pass(pr *probe, srv check.Server) error {
-	out := Scanned{Name: pr.name, Server: srv.Addr}
+// pass decodes one key and hands it to fn if it is kept.
+func (sc *scanner) pass(k *walk.Key) error {
+	out := Scanned{Name: k.Name, Server: k.Server}
 	switch {
-	case pr.typ != nil && typeName(pr.typ) == "none":
-		return nil // gone since SCAN saw it
-	case pr.kind != record.NameRecord:
-		out.Problem = fmt.Sprintf("not a key name idemkey writes (a %s)", typeName(pr.typ))
-	case pr.typ != nil:
-		if t := typeName(pr.typ); t == "hash" {
-			out.Problem = "a record in the format of idemkey before 0.2, which expires with its retention"
-		} else {
-			out.Problem = fmt.Sprintf("a %s, not an idemkey record", t)
-		}
+	case !k.Record:
+		out.Problem = fmt.Sprintf("not a key name idemkey writes (a %s)", k.Type)
+	case k.Type == "hash":
+		out.Problem = "a record in the format of idemkey before 0.2, which expires with its retention"
+	case k.Type != "":
+		out.Problem = fmt.Sprintf("a %s, not an idemkey record", k.Type)
 	default:
-		rec, problem, gone := sc.decode(pr)
-		if gone {
-			return nil
-		}
-		out.Record, out.Problem = rec, problem
+		out.Record, out.Problem = sc.decode(k)
 	}
 	if out.Record == nil {
 		sc.sum.NotRecords++
@@ -315,37 +154,26 @@ func (sc *scanner) pass(pr *probe, srv check.Server) error {
 	return sc.fn(&out)
 }
 
-// decode decodes a record's probe: the record, or why it is not one, or
-// gone when the key went since SCAN saw it.
-func (sc *scanner) decode(pr *probe) (rec *Record, problem string, gone bool) {
-	v, whole := pr.head.Val(), pr.size.Val() <= int64(len(pr.head.Val()))
-	if pr.whole != nil {
-		w, err := pr.whole.Result()
-		if err != nil {
-			return nil, "", true // gone since, or changed type: as good as gone
-		}
-		v, whole = w, true
-	}
-	ttl := pr.ttl.Val() // -1 (no TTL) and -2 (no key) come as they are, in nanoseconds
+// decode decodes a record's string: the record, or why it is not one.
+func (sc *scanner) decode(k *walk.Key) (rec *Record, problem string) {
+	ttl := k.TTL // -1 (no TTL) comes as it is, in nanoseconds
 	switch {
-	case ttl == -2:
-		return nil, "", true
-	case v == "":
-		return nil, "an empty string, not an idemkey record", false
+	case k.Value == "":
+		return nil, "an empty string, not an idemkey record"
 	case ttl > 0:
 		ttl /= time.Millisecond
 	}
-	rec, err := found([]any{int64(ttl), "string", v})
+	rec, err := found([]any{int64(ttl), "string", k.Value})
 	switch {
-	case err != nil && v[0] == record.KindStarted && !whole:
-		return nil, fmt.Sprintf("a started record of %d bytes, more than Scan reads (%d)", pr.size.Val(), scanStartedMax), false
+	case err != nil && k.Value[0] == record.KindStarted && !k.Whole:
+		return nil, fmt.Sprintf("a started record of %d bytes, more than Scan reads (%d)", k.Size, walk.StartedMax)
 	case err != nil:
-		return nil, "a string that is not an idemkey record", false
+		return nil, "a string that is not an idemkey record"
 	}
-	if rec.Response != nil && (!sc.opts.Bodies || !whole) {
+	if rec.Response != nil && (!sc.opts.Bodies || !k.Whole) {
 		rec.Response.Body = nil
 	}
-	return rec, "", false
+	return rec, ""
 }
 
 // keep applies the filters.
@@ -360,15 +188,4 @@ func (sc *scanner) keep(r *Record) bool {
 		return false
 	}
 	return true
-}
-
-// typeName is the type a TYPE command answered, or "key" if it failed.
-func typeName(c *redis.StatusCmd) string {
-	if c == nil {
-		return "key"
-	}
-	if t, err := c.Result(); err == nil && t != "" {
-		return t
-	}
-	return "key"
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
+	"github.com/idemkey/idemkey/redisstore/internal/walk"
 )
 
 // A record as seeded by the tests, written directly in the layout of
@@ -234,7 +235,7 @@ func TestScanHostileKeys(t *testing.T) {
 			at := func(i int) string { return s.keys("hostile", strconv.Itoa(i)).Record() }
 			fp := record.Fingerprint("f")
 			huge := record.AppendStarted(nil, &fp, "tok12345", "1", &record.Started{Attempt: 1, RecoveryPoint: "p",
-				RecoveryData: make([]byte, scanStartedMax+10)})
+				RecoveryData: make([]byte, walk.StartedMax+10)})
 			want := map[string]string{ // name -> what Problem must say
 				"hostile:session:42":    "not a key name idemkey writes (a string)",
 				"hostile:{not-a-tag}":   "not a key name idemkey writes (a string)",

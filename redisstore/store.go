@@ -1,13 +1,11 @@
 package redisstore
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,8 +13,11 @@ import (
 
 	"github.com/idemkey/idemkey/lua"
 	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore/internal/check"
+	"github.com/idemkey/idemkey/redisstore/internal/lru"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
+	"github.com/idemkey/idemkey/redisstore/internal/wake"
 )
 
 // The scripts; those that wait for replicas (Options.Replicas) are the
@@ -162,10 +163,10 @@ type Store struct {
 	rets retentions
 
 	flights flights
-	cache   *replayCache // nil without Options.ReplayCacheBytes
-	wake    *waker       // nil when the client cannot subscribe
-	env     envCheck     // the start-up check (env.go)
-	out     outage       // a Redis that refuses connections (outage.go)
+	cache   *replayCache   // nil without Options.ReplayCacheBytes
+	wake    *wake.Waker    // nil when the client cannot subscribe
+	env     *check.Startup // the start-up check of maxmemory-policy
+	out     *script.Outage // a Redis that refuses connections
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -222,9 +223,10 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	}
 	s := &Store{client: client, opts: opts}
 	s.ret = s.newRetention(opts.Retention)
-	s.out.init(client, opts.Logger)
+	s.out = script.NewOutage(client, claimScript, opts.Logger)
+	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
 	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
-		NotReplicated: notReplicated, Observer: opts.Observer, Health: &s.out})
+		NotReplicated: notReplicated, Observer: opts.Observer, Health: s.out})
 	if err != nil {
 		return nil, err
 	}
@@ -233,10 +235,10 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
 	}
 	if opts.ReplayCacheBytes > 0 {
-		s.cache = &replayCache{max: opts.ReplayCacheBytes, order: list.New(), m: map[string]*list.Element{}}
+		s.cache = lru.New[cached](opts.ReplayCacheBytes)
 	}
-	if sub, ok := client.(subscriber); ok {
-		s.wake = &waker{client: sub}
+	if sub, ok := client.(wake.Subscriber); ok {
+		s.wake = wake.New(sub)
 	}
 	return s, nil
 }
@@ -292,58 +294,6 @@ func (r *Request) validate() error {
 	return nil
 }
 
-// Status says what a successful claim found.
-type Status int
-
-// The outcomes of a successful claim. The Lua reply codes they come from are
-// in internal/record/reply.go.
-const (
-	// Claimed: the key was free. Run the operation with Claim.Lease.
-	Claimed Status = iota + 1
-	// TookOver: an earlier attempt ended without an outcome: its lease ran
-	// out (it crashed or stalled), or it gave the key back after it may have
-	// done part of the work. Run the operation with Claim.Lease, resuming
-	// from its RecoveryPoint and reconciling with what Attempt says ran.
-	TookOver
-	// Replayed: the operation completed before. Claim.Response is its outcome.
-	Replayed
-)
-
-// String returns "claimed", "took over" or "replayed".
-func (s Status) String() string {
-	switch s {
-	case Claimed:
-		return "claimed"
-	case TookOver:
-		return "took over"
-	case Replayed:
-		return "replayed"
-	}
-	return "Status(" + strconv.Itoa(int(s)) + ")"
-}
-
-// Response is a stored outcome, replayed byte for byte.
-type Response struct {
-	// Code is an application-defined status, such as an HTTP status code.
-	Code int
-	// Body is the outcome's bytes. [Lease.Complete] does not keep it: the
-	// caller may reuse the slice once Complete returns. In a Replayed
-	// [Claim], read it and do not modify it: with Options.ReplayCacheBytes it
-	// is shared with every later replay of the key in this process.
-	Body []byte
-}
-
-// Claim is the result of a successful [Store.Claim].
-type Claim struct {
-	// Status says what the claim found.
-	Status Status
-	// Lease is the caller's hold on the record when Status is Claimed or
-	// TookOver; nil when Replayed.
-	Lease *Lease
-	// Response is the stored outcome when Status is Replayed.
-	Response Response
-}
-
 // Claim claims req's key for the caller, or reports what holds it, in one
 // round trip. On success the Claim's Status says whether to run the operation
 // (Claimed, TookOver: the caller must then Complete or Release the lease) or
@@ -368,7 +318,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 	if err := s.ValidateRetention(req.Retention); err != nil {
 		return nil, err
 	}
-	if err := s.envReady(ctx); err != nil {
+	if err := s.env.Ready(ctx); err != nil {
 		return nil, err
 	}
 	l := s.newLease(req)

@@ -2,6 +2,8 @@
 // the EVAL fallback, bounded by the call's deadline, with WAIT for replicas
 // on the same connection (following MOVED, ASK and TRYAGAIN on a cluster),
 // timed for the observer, and with a hook for a call whose answer was lost.
+// Persist repeats a write until it reaches Redis; Outage, a Health, makes
+// calls fail at once while a single server refuses connections.
 //
 // It knows nothing of package redisstore: it takes plain values and
 // callbacks and returns Redis's replies and errors as they are, and
@@ -56,7 +58,7 @@ type Config struct {
 	Health Health
 }
 
-// Health follows whether Redis can be reached (redisstore: a Redis that
+// Health follows whether Redis can be reached (Outage: a Redis that
 // refuses connections).
 type Health interface {
 	// Ended is told the error every call ended with (nil: answered), also

@@ -1,4 +1,4 @@
-package redisstore
+package script
 
 import (
 	"context"
@@ -13,28 +13,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A Redis that refuses connections is down, and every claim would wait for
-// the client's own dial retries (go-redis: five dials per attempt and four
-// attempts, about 1.7s) or, on an auto-pipeliner, for its whole deadline,
-// to learn it. So the first refusal the store sees ends the claims in
-// flight and makes every claim after it fail at once, with that refusal as
-// its cause, while one probe in the background asks Redis every
+// Outage is the Health of a client that reaches one server: a Redis that
+// refuses connections is down, and every call would wait for the client's
+// own dial retries (go-redis: five dials per attempt and four attempts,
+// about 1.7s) or, on an auto-pipeliner, for its whole deadline, to learn
+// it. So the first refusal Outage is told of ends the calls Run waits for
+// on another goroutine (with a lost hook), and makes Refusal return an
+// error at once, while one probe in the background asks Redis every
 // outageProbe until it answers again (or any call gets an answer). Only
 // where the client reaches one server: on a cluster, one master's refusal
-// says nothing about the others'.
-//
-// outage is the script.Health of the store's runner: told how every call
-// ends, and cutting claims in flight short.
-type outage struct {
+// says nothing about the others'. It is safe for concurrent use.
+type Outage struct {
 	client redis.Scripter // for the probe
+	probe  *Script        // the probe asks whether Redis has it
 	logger *slog.Logger
 
-	single atomic.Bool                   // the client reaches one server (env.go decides behind a pipeliner)
+	single atomic.Bool                   // the client reaches one server
 	cur    atomic.Pointer[refusal]       // while Redis refuses connections
-	notify atomic.Pointer[chan struct{}] // closed when an outage begins, for the claims in flight
-	asked  atomic.Int64                  // unix nanos of the last claim refused at once
+	notify atomic.Pointer[chan struct{}] // closed when an outage begins, for the calls in flight
+	asked  atomic.Int64                  // unix nanos of the last call refused at once
 	mu     sync.Mutex                    // orders beginnings and ends
 }
+
+var _ Health = (*Outage)(nil)
 
 // refusal is an outage: the first refused connection and when.
 type refusal struct {
@@ -45,19 +46,28 @@ type refusal struct {
 const (
 	outageProbe     = 50 * time.Millisecond  // between probes
 	outageProbeTime = 250 * time.Millisecond // a probe's deadline
-	outageIdle      = 10 * time.Second       // no claim for this long: stop probing (the next claim finds out)
-	outageMax       = 30 * time.Second       // probe this long at most; then a claim asks Redis again
+	outageIdle      = 10 * time.Second       // no call refused for this long: stop probing (the next call finds out)
+	outageMax       = 30 * time.Second       // probe this long at most; then a call asks Redis again
 )
 
-func (o *outage) init(client redis.Scripter, logger *slog.Logger) {
-	o.client, o.logger = client, logger
+// NewOutage returns the Outage of client, which logs to logger when an
+// outage begins and ends, and probes with SCRIPT EXISTS of probe's hash.
+// It follows outages when client is a *redis.Client, or once OneServer is
+// called.
+func NewOutage(client redis.Scripter, probe *Script, logger *slog.Logger) *Outage {
+	o := &Outage{client: client, probe: probe, logger: logger}
 	notify := make(chan struct{})
 	o.notify.Store(&notify)
 	_, single := client.(*redis.Client)
 	o.single.Store(single)
+	return o
 }
 
-// refusedError is the error of a claim refused at once during an outage.
+// OneServer says the client reaches one server (behind an auto-pipeliner,
+// only a look at the server tells).
+func (o *Outage) OneServer() { o.single.Store(true) }
+
+// refusedError is the error of a call refused at once during an outage.
 type refusedError struct{ r *refusal }
 
 func (e *refusedError) Error() string {
@@ -70,8 +80,9 @@ func (e *refusedError) Unwrap() error { return e.r.err }
 // isRefused reports whether err says Redis refused a connection.
 func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
-// Refusal returns the error of a claim during an outage, nil otherwise.
-func (o *outage) Refusal() error {
+// Refusal returns the error of a call during an outage, wrapping the
+// refusal that began it; nil otherwise.
+func (o *Outage) Refusal() error {
 	r := o.cur.Load()
 	if r == nil {
 		return nil
@@ -80,15 +91,15 @@ func (o *outage) Refusal() error {
 	return &refusedError{r}
 }
 
-// Down returns a channel closed when an outage begins: a claim in flight
+// Down returns a channel closed when an outage begins: a call in flight
 // stops waiting then.
-func (o *outage) Down() <-chan struct{} { return *o.notify.Load() }
+func (o *Outage) Down() <-chan struct{} { return *o.notify.Load() }
 
 // Ended learns from how a call to Redis ended: an answer ends an outage, a
 // refused connection begins one.
-func (o *outage) Ended(err error) {
+func (o *Outage) Ended(err error) {
 	switch {
-	case err == nil || isReply(err):
+	case err == nil || IsReply(err):
 		if o.cur.Load() != nil {
 			o.end(nil)
 		}
@@ -97,30 +108,30 @@ func (o *outage) Ended(err error) {
 	}
 }
 
-// isReply reports whether err is an error reply from Redis: it was reached.
-func isReply(err error) bool {
+// IsReply reports whether err is an error reply from Redis: it was reached.
+func IsReply(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
 }
 
-func (o *outage) begin(err error) {
+func (o *Outage) begin(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.cur.Load() != nil {
 		return
 	}
-	// Logged first: a claim that sees the outage may return before begin does.
+	// Logged first: a call that sees the outage may return before begin does.
 	o.logger.Error("redisstore: Redis refuses connections: claims fail at once, without waiting for the client's retries, until it accepts one again", "err", err)
 	r := &refusal{err: err, since: time.Now()}
 	o.asked.Store(r.since.UnixNano())
 	o.cur.Store(r)
 	next := make(chan struct{})
 	close(*o.notify.Swap(&next))
-	go o.probe(r)
+	go o.run(r)
 }
 
 // end ends the outage r (any outage if nil), if it is still on.
-func (o *outage) end(r *refusal) {
+func (o *Outage) end(r *refusal) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	cur := o.cur.Load()
@@ -131,11 +142,11 @@ func (o *outage) end(r *refusal) {
 	o.cur.Store(nil)
 }
 
-// probe asks Redis, every outageProbe, whether it accepts connections again,
-// until it answers, or nobody has claimed for a while, or the outage has
-// lasted outageMax: then claims ask Redis again, and the first refused one
+// run asks Redis, every outageProbe, whether it accepts connections again,
+// until it answers, or nobody has called for a while, or the outage has
+// lasted outageMax: then calls ask Redis again, and the first refused one
 // begins the next outage.
-func (o *outage) probe(r *refusal) {
+func (o *Outage) run(r *refusal) {
 	t := time.NewTimer(outageProbe)
 	defer t.Stop()
 	for {
@@ -150,9 +161,9 @@ func (o *outage) probe(r *refusal) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), outageProbeTime)
-		err := o.client.ScriptExists(ctx, claimScript.Hash()).Err()
+		err := o.client.ScriptExists(ctx, o.probe.Hash()).Err()
 		cancel()
-		if err == nil || isReply(err) {
+		if err == nil || IsReply(err) {
 			o.end(r)
 			return
 		}

@@ -1,0 +1,42 @@
+package script
+
+import (
+	"context"
+	"time"
+)
+
+// PersistTries bounds Persist's tries when ctx has no deadline.
+const PersistTries = 40
+
+// Persist runs write, a write that is safe to repeat, until it reaches
+// Redis: tries 10ms apart, doubling to 250ms, while ctx lasts (and at most
+// PersistTries tries). Answers from Redis are final (IsFinal, and the
+// errors final reports, if not nil); only failures to reach it are tried
+// again. It returns write's last error.
+func Persist(ctx context.Context, final func(error) bool, write func() error) error {
+	return persist(ctx, sleep, final, write)
+}
+
+// persist is Persist, waiting between tries with wait.
+func persist(ctx context.Context, wait func(context.Context, time.Duration) bool, final func(error) bool, write func() error) error {
+	backoff := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := write()
+		if err == nil || IsFinal(err) || (final != nil && final(err)) || try == PersistTries || !wait(ctx, backoff) {
+			return err
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// sleep waits d, or returns false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

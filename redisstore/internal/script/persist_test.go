@@ -1,0 +1,60 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPersist(t *testing.T) {
+	ctx := context.Background()
+	down := errors.New("dial tcp: connection refused")
+	mine := errors.New("the caller's final answer")
+	final := func(err error) bool { return errors.Is(err, mine) }
+	tests := []struct {
+		name      string
+		errs      []error // returned by successive tries; the last repeats
+		wantTries int
+		wantErr   error
+	}{
+		{"success", []error{nil}, 1, nil},
+		{"unreachable, then back", []error{down, down, nil}, 3, nil},
+		{"loading after a restart", []error{fmt.Errorf("x: %w", replyError("LOADING Redis is loading")), nil}, 2, nil},
+		{"cluster down", []error{replyError("CLUSTERDOWN The cluster is down"), nil}, 2, nil},
+		{"the caller's final answer", []error{fmt.Errorf("x: %w", mine)}, 1, mine},
+		{"script error is final", []error{replyError("WRONGTYPE Operation against a key")}, 1, replyError("WRONGTYPE Operation against a key")},
+		{"gives up after 40 tries", []error{down}, PersistTries, down},
+	}
+	noWait := func(context.Context, time.Duration) bool { return true }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tries := 0
+			err := persist(ctx, noWait, final, func() error {
+				e := tt.errs[min(tries, len(tt.errs)-1)]
+				tries++
+				return e
+			})
+			require.Equal(t, tt.wantTries, tries)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.wantErr)
+			}
+		})
+	}
+
+	t.Run("stops when the context is done", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		tries := 0
+		start := time.Now()
+		err := Persist(ctx, nil, func() error { tries++; return down })
+		require.ErrorIs(t, err, down)
+		require.Less(t, tries, 8)
+		require.Less(t, time.Since(start), time.Second)
+	})
+}
