@@ -41,7 +41,9 @@
 // deadline (its values kept: metadata, peer, the transport stream) and
 // supervised by the lease: a caller that gives up does not stop the run,
 // whose outcome its retry gets. The context is cancelled only by a lost
-// lease, the store's MaxDuration or Options.Shutdown (cause ErrShutdown).
+// lease, the store's MaxDuration or, Options.ShutdownGrace after
+// Options.Shutdown is done, a graceful stop (cause ErrShutdown; see
+// Options.Shutdown for the order of events).
 // Handlers find their key, attempt, derived keys for downstream providers
 // and recovery points with Key, Attempt, DerivedKey, Checkpoint and
 // RecoveryPoint.

@@ -97,13 +97,31 @@ type Options struct {
 	// unprotected. Default: false (fail closed).
 	FailOpen bool
 
-	// Shutdown, when done, cancels the context of every handler still
-	// running (with cause ErrShutdown): pass a context your server cancels
-	// before GracefulStop. The run then keeps its record, and the client's
-	// retry takes it over. A handler's context is otherwise detached from
-	// the caller's: a caller that gives up does not stop the run. Default:
-	// nil (only a lost lease or the store's MaxDuration cancel it).
+	// Shutdown, when done, starts a graceful stop, in this order. New
+	// protected calls are refused with Unavailable (reason SHUTTING_DOWN,
+	// with RetryInfo and the pushback trailer) before anything is claimed,
+	// so that their retries go to another instance. Handlers still running
+	// get ShutdownGrace to finish and store their outcomes as usual. Then
+	// the context of each one still running is cancelled with cause
+	// ErrShutdown, and its record is kept with only its lease ended, so
+	// that its retry, on another instance, takes it over at once as the
+	// next attempt, from its last checkpoint. Pass a context your server
+	// cancels when it begins to stop (on SIGTERM), before
+	// grpc.Server.GracefulStop, and give GracefulStop (which waits for the
+	// running calls) a bound above ShutdownGrace plus the longer of Timeout
+	// and the store's lease, the time a cut-off run takes to end its lease,
+	// before falling back to Stop. A handler's context is otherwise
+	// detached from the caller's: a caller that gives up does not stop the
+	// run. Default: nil (only a lost lease or the store's MaxDuration
+	// cancel it).
 	Shutdown context.Context
+
+	// ShutdownGrace is how long handlers still running when Shutdown is
+	// done may go on before their contexts are cancelled. Keep it below the
+	// time your platform waits after SIGTERM, less the time to end the
+	// cut-off runs' leases (see Shutdown). A negative value cancels them at
+	// once. Default: 5s.
+	ShutdownGrace time.Duration
 
 	// Types resolves the type of a stored response message by its full name,
 	// to replay it. Default: protoregistry.GlobalTypes, where every
@@ -116,7 +134,7 @@ type Options struct {
 }
 
 // withDefaults returns o with every zero field set to its default; it
-// panics on a negative duration, a programming error.
+// panics on a negative duration (but ShutdownGrace), a programming error.
 func (o Options) withDefaults() Options {
 	if o.Scope == nil {
 		o.Scope = DefaultScope
@@ -139,6 +157,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 5 * time.Second
+	}
 	if o.RetryAfter < 0 || o.Wait < 0 || o.Timeout < 0 {
 		panic("grpcmw: negative duration in Options")
 	}
@@ -157,7 +178,8 @@ var (
 	ErrNotProtected = errors.New("grpcmw: call not protected by the idempotency interceptor")
 
 	// ErrShutdown is the cause of the cancellation a handler's context sees
-	// when Options.Shutdown is done.
+	// when it is still running Options.ShutdownGrace after Options.Shutdown
+	// is done.
 	ErrShutdown = errors.New("grpcmw: server shutting down")
 )
 

@@ -42,6 +42,18 @@ func UnaryServerInterceptor(store *redisstore.Store, opts Options) grpc.UnarySer
 	}
 	so := store.Options()
 	g := &guard{store: store, o: opts.withDefaults(), obs: so.Observer, lease: so.Lease}
+	if g.o.Shutdown != nil {
+		cutoff, cut := context.WithCancel(context.Background())
+		g.cutoff = cutoff
+		grace := g.o.ShutdownGrace
+		context.AfterFunc(g.o.Shutdown, func() {
+			if grace < 0 {
+				cut()
+				return
+			}
+			time.AfterFunc(grace, cut)
+		})
+	}
 	return g.intercept
 }
 
@@ -50,6 +62,9 @@ type guard struct {
 	o     Options
 	obs   observe.Observer
 	lease time.Duration
+	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
+	// still running are then cancelled. Nil without Options.Shutdown.
+	cutoff context.Context
 }
 
 // call is one protected call, for the answers and the observer.
@@ -73,6 +88,10 @@ func (g *guard) intercept(ctx context.Context, req any, si *grpc.UnaryServerInfo
 	case len(vals) == 0:
 		return nil, g.refuse(c, observe.Rejected, codes.InvalidArgument, ReasonKeyMissing,
 			"this method requires an idempotency-key metadata: send one key per logical call (a UUID) and the same key on every retry of it")
+	case g.o.Shutdown != nil && g.o.Shutdown.Err() != nil:
+		// Stopping: nothing new is claimed here; the retry goes elsewhere.
+		return nil, g.refuse(c, observe.Rejected, codes.Unavailable, ReasonShuttingDown,
+			"the server is shutting down and takes no new calls; nothing ran: retry after the RetryInfo delay with the same key")
 	case len(vals) > 1:
 		return nil, g.refuse(c, observe.Rejected, codes.InvalidArgument, ReasonKeyMalformed,
 			fmt.Sprintf("send exactly one idempotency-key metadata value, not %d", len(vals)))
@@ -245,8 +264,8 @@ func (g *guard) run(c *call, l *redisstore.Lease, req any, handler grpc.UnaryHan
 	rec := &recorder{inner: grpc.ServerTransportStreamFromContext(c.ctx), method: c.method}
 	ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
 	stop := l.Supervise(cancel)
-	if g.o.Shutdown != nil {
-		after := context.AfterFunc(g.o.Shutdown, func() { cancel(ErrShutdown) })
+	if g.cutoff != nil {
+		after := context.AfterFunc(g.cutoff, func() { cancel(ErrShutdown) })
 		stopSupervise := stop
 		stop = func() { after(); stopSupervise() }
 	}

@@ -393,8 +393,9 @@ func TestStoreUnreachable(t *testing.T) {
 	require.EqualValues(t, 1, runs.get())
 }
 
-// Shutdown stops a running handler and keeps its record: the retry takes it
-// over as attempt 2, with the checkpoint.
+// Shutdown with a negative ShutdownGrace stops a running handler at once
+// and keeps its record: the retry takes it over as attempt 2, with the
+// checkpoint.
 func TestShutdownInterrupts(t *testing.T) {
 	var runs counter
 	stopping, stop := context.WithCancel(context.Background())
@@ -406,7 +407,7 @@ func TestShutdownInterrupts(t *testing.T) {
 		data    string
 	}
 	attempts := make(chan seen, 2)
-	h := start(t, func(ctx context.Context, in *structpb.Struct) (*structpb.Struct, error) {
+	fn := func(ctx context.Context, in *structpb.Struct) (*structpb.Struct, error) {
 		p, d := grpcmw.RecoveryPoint(ctx)
 		attempts <- seen{grpcmw.Attempt(ctx), p, string(d)}
 		if grpcmw.Attempt(ctx) == 1 {
@@ -418,7 +419,9 @@ func TestShutdownInterrupts(t *testing.T) {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 		return structpb.NewStruct(map[string]any{"charge": p})
-	}, setup{server: grpcmw.Options{Shutdown: stopping}})
+	}
+	h := start(t, fn, setup{server: grpcmw.Options{Shutdown: stopping, ShutdownGrace: -1}})
+	other := start(t, fn, setup{redis: h.redis}) // where the retry goes
 	ctx := ctxT(t, 10*time.Second)
 	in := req(t, map[string]any{"amount": 1})
 	first := make(chan answer, 1)
@@ -426,7 +429,7 @@ func TestShutdownInterrupts(t *testing.T) {
 	<-checkpointed
 	stop()
 	require.Error(t, (<-first).err)
-	a := h.call(ctx, "k", in)
+	a := other.call(ctx, "k", in)
 	require.NoError(t, a.err)
 	require.Equal(t, "charged", a.resp.GetFields()["charge"].GetStringValue())
 	require.Equal(t, seen{1, "", ""}, <-attempts)

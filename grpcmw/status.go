@@ -51,6 +51,10 @@ const (
 	// ReasonStoreUnavailable: Unavailable with RetryInfo, Redis could not be
 	// reached; nothing ran.
 	ReasonStoreUnavailable = "STORE_UNAVAILABLE"
+	// ReasonShuttingDown: Unavailable with RetryInfo, the server is stopping
+	// (Options.Shutdown is done) and takes no new calls; nothing was
+	// claimed: retry, on another instance, with the same key.
+	ReasonShuttingDown = "SHUTTING_DOWN"
 	// ReasonStoreError: Internal, Redis answered with something the store
 	// does not understand; nothing ran.
 	ReasonStoreError = "STORE_ERROR"
@@ -63,7 +67,7 @@ const (
 // reasons lists every Reason, for the test that the README documents them.
 var reasons = []string{ReasonKeyMissing, ReasonKeyMalformed, ReasonCallerUnknown, ReasonScopeRequired,
 	ReasonScopeInvalid, ReasonFingerprintFailed, ReasonInProgress, ReasonKeyReused, ReasonResponseExpired,
-	ReasonStoreUnavailable, ReasonStoreError, ReasonStoredUnreadable}
+	ReasonStoreUnavailable, ReasonShuttingDown, ReasonStoreError, ReasonStoredUnreadable}
 
 // pushbackTrailer is the trailer with which grpc-go's retry policy lets a
 // server say when to retry, in milliseconds.

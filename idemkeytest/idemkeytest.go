@@ -47,6 +47,13 @@ type Config struct {
 	// whatever else the handler needs. A Host header sets the requests'
 	// host. Content-Type defaults to application/json when there is a body.
 	// It must not hold the key header: each check sets its own key.
+	//
+	// The middleware's default scope (httpmw.DefaultScope, ginmw's too)
+	// refuses a request with neither an Authorization nor an X-API-Key
+	// header (500, scope-required): give one here, e.g.
+	// {"Authorization": {"Bearer alice"}}, or build the handler with a
+	// Scope of its own (httpmw.SharedScope for a test with one caller).
+	// Default: none.
 	Header http.Header
 
 	// OtherHeader is another caller's Header, for the scope check: the

@@ -3,6 +3,7 @@ package idemkeytest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -22,8 +23,25 @@ import (
 // miniredis runs the store's scripts as Redis would, but it is not Redis
 // (its clock moves only when a test moves it, for one): test against a
 // real redis-server too before relying on timing.
+//
+// Without opts.Logger, what the store logs goes to tb.Logf (shown with -v
+// or when the test fails), never to slog's default logger, until the test
+// ends: the store's start-up check, for one, says that it cannot read
+// miniredis's maxmemory-policy.
 func NewStore(tb testing.TB, opts redisstore.Options) (*redisstore.Store, *redis.Client) {
 	tb.Helper()
+	if opts.Logger == nil {
+		w := &tbWriter{tb: tb}
+		tb.Cleanup(w.close)
+		opts.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+			// The time is tb.Logf's business; a constant line reads better.
+			ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+				if len(groups) == 0 && a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+	}
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
 		tb.Fatalf("idemkeytest: starting an embedded Redis: %v", err)
@@ -36,6 +54,30 @@ func NewStore(tb testing.TB, opts redisstore.Options) (*redisstore.Store, *redis
 		tb.Fatalf("idemkeytest: %v", err)
 	}
 	return store, rdb
+}
+
+// tbWriter writes a store's log lines to tb.Logf until the test ends:
+// testing panics on a Logf after that, and the store may log from its
+// background work (the start-up check) at any time.
+type tbWriter struct {
+	mu    sync.Mutex
+	tb    testing.TB
+	ended bool
+}
+
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.tb.Logf("idemkeytest: store: %s", strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *tbWriter) close() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
 }
 
 // records lists the keys under prefix with their TTLs, on every master of

@@ -36,9 +36,11 @@ var forgetScript = script.New("forget", lua.Forget, true)
 // key too: its replay cache (Options.ReplayCacheBytes), and what it knows
 // of a run of the key, so that its duplicates ask Redis again. Other
 // processes' replay caches do not, and replay the outcome until their
-// entry expires.
+// entry expires; nor do their Observers hear of it (a forget made with
+// "idemkey forget" reaches no application's Observer: the command prints
+// an audit line instead).
 func (s *Store) Forget(ctx context.Context, scope, key string) error {
-	return s.forget(ctx, scope, key, false)
+	return s.forget(ctx, s.keys(scope, key), scope, key, false)
 }
 
 // ForceForget is Forget that also removes a record whose lease is live,
@@ -55,11 +57,95 @@ func (s *Store) Forget(ctx context.Context, scope, key string) error {
 // known to be stuck, whose side effect will not happen, or may happen
 // twice.
 func (s *Store) ForceForget(ctx context.Context, scope, key string) error {
-	return s.forget(ctx, scope, key, true)
+	return s.forget(ctx, s.keys(scope, key), scope, key, true)
 }
 
-func (s *Store) forget(ctx context.Context, scope, key string, force bool) error {
-	k := s.keys(scope, key)
+// ForgetName is Forget for the record named name in Redis, as Scan
+// (Scanned.Name) and "idemkey ls" show it: for an operator who found a
+// stuck record by its name and knows neither its scope nor its key (the
+// record keeps neither). It removes the record's tombstone too, and refuses
+// a live lease as Forget does. It returns a *NameError (errors.Is
+// ErrInvalidRequest), sending nothing to Redis, when name is not a record's
+// name under Options.Prefix (a tombstone's, another application's key).
+// Other errors, the Observer's event and what this process forgets are as
+// for Forget; the event has no key, so its KeyHash is "".
+func (s *Store) ForgetName(ctx context.Context, name string) error {
+	k, err := s.named(name)
+	if err != nil {
+		return err
+	}
+	return s.forget(ctx, k, "", "", false)
+}
+
+// ForceForgetName is ForgetName that also removes a record whose lease is
+// live, fencing its owner, as ForceForget does; the same warning holds.
+func (s *Store) ForceForgetName(ctx context.Context, name string) error {
+	k, err := s.named(name)
+	if err != nil {
+		return err
+	}
+	return s.forget(ctx, k, "", "", true)
+}
+
+// LookupName is Lookup for the record named name in Redis (see ForgetName);
+// the Record's Scope and Key are empty. It changes nothing. It returns a
+// *NameError when name is not a record's name under Options.Prefix, and
+// ErrNotFound when there is no record.
+func (s *Store) LookupName(ctx context.Context, name string) (*Record, error) {
+	k, err := s.named(name)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.call(ctx, nil, lookupScript, k.One)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: lookup: %w", err)
+	}
+	return found(reply)
+}
+
+// RecordName returns the name in Redis of the record of scope and key, as
+// Scan and "idemkey ls" show it: the prefix and a hash of both, which
+// names the record without revealing either. It does not talk to Redis.
+func (s *Store) RecordName(scope, key string) string { return s.keys(scope, key).Record() }
+
+// NameError is returned by ForgetName, ForceForgetName and LookupName for a
+// name that is not the name of a record under the store's prefix. It
+// matches ErrInvalidRequest with errors.Is.
+type NameError struct {
+	// Name is the name given.
+	Name string
+	// Prefix is the store's Options.Prefix.
+	Prefix string
+	// Reason says what the name is instead.
+	Reason string
+}
+
+// Error names the name, quoted, and says why it is not a record's.
+func (e *NameError) Error() string {
+	return fmt.Sprintf("redisstore: %q is not the name of a record under prefix %q: %s", e.Name, e.Prefix, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidRequest.
+func (e *NameError) Is(target error) bool { return target == ErrInvalidRequest }
+
+// named returns the keys of the record named name, or a *NameError.
+func (s *Store) named(name string) (record.Keys, error) {
+	kind, k := record.NameKind(s.opts.Prefix, name)
+	why := ""
+	switch kind {
+	case record.NameRecord:
+		return k, nil
+	case record.NameTombstone:
+		why = "it is a tombstone's; name its record, without the \":t\""
+	case record.NameLegacyLease:
+		why = "it is the lease key of a record in the format before 0.2; name its record, without the \":lease\""
+	default:
+		why = "want the prefix, then a hash tag of 22 base64url characters in braces, as Scan and 'idemkey ls' show"
+	}
+	return record.Keys{}, &NameError{Name: name, Prefix: s.opts.Prefix, Reason: why}
+}
+
+func (s *Store) forget(ctx context.Context, k record.Keys, scope, key string, force bool) error {
 	flag := "0"
 	if force {
 		flag = "1"

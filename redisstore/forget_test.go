@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,6 +255,67 @@ func testForget(t *testing.T, b backend) {
 		v, err := b.client.Get(ctx, name).Result()
 		require.NoError(t, err)
 		require.Equal(t, "other app's", v)
+	})
+
+	t.Run("by name, as ls shows it", func(t *testing.T) {
+		var obs forgets
+		s := newStore(t, b, Options{Observer: obs.observer()})
+		req := newReq(t)
+		c, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		name := s.keys(req.Scope, req.Key).Record()
+
+		rec, err := s.LookupName(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, Started, rec.State)
+		require.Equal(t, req.Label, rec.Label)
+		require.Empty(t, rec.Key, "a name tells neither key nor scope")
+		var ip *InProgressError
+		require.ErrorAs(t, s.ForgetName(ctx, name), &ip, "a live lease is refused")
+		require.Empty(t, obs.all())
+		require.NoError(t, s.ForceForgetName(ctx, name))
+		require.ErrorIs(t, c.Lease.Complete(ctx, Response{Code: 201}), ErrLeaseLost, "the owner is fenced")
+		_, err = s.LookupName(ctx, name)
+		require.ErrorIs(t, err, ErrNotFound)
+		ev := obs.all()
+		require.Len(t, ev, 1)
+		require.Equal(t, "forced", ev[0].Problem)
+		require.Equal(t, req.Label, ev[0].Route)
+		require.Empty(t, ev[0].KeyHash([]byte("s")), "no key to hash")
+
+		c, err = s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 201, Body: []byte("done")}))
+		require.NoError(t, s.ForgetName(ctx, name), "a completed record needs no force")
+		require.ErrorIs(t, s.ForgetName(ctx, name), ErrNotFound)
+		require.Len(t, obs.all(), 2)
+		require.Equal(t, 201, obs.all()[1].Status)
+		c, err = s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, Claimed, c.Status, "the next request runs again")
+		require.NoError(t, c.Lease.Release(ctx))
+
+		// Names that are not a record's under the prefix: refused before
+		// Redis is asked, whatever the key holds.
+		require.NoError(t, b.client.Set(ctx, name+":t", "x", time.Hour).Err())
+		t.Cleanup(func() { b.client.Del(context.Background(), name+":t") })
+		other := "other:" + name[len(s.Options().Prefix):]
+		for _, bad := range []string{"", name + ":t", name + ":lease", name + "x", other, s.Options().Prefix + "session:42",
+			s.Options().Prefix + "{" + strings.Repeat("*", 22) + "}", name[:len(name)-1]} {
+			var ne *NameError
+			require.ErrorAs(t, s.ForgetName(ctx, bad), &ne, "%q", bad)
+			require.ErrorIs(t, ne, ErrInvalidRequest)
+			require.Equal(t, bad, ne.Name)
+			require.ErrorAs(t, s.ForceForgetName(ctx, bad), &ne, "%q", bad)
+			_, err := s.LookupName(ctx, bad)
+			require.ErrorAs(t, err, &ne, "%q", bad)
+		}
+		var ne *NameError
+		require.ErrorAs(t, s.ForgetName(ctx, name+":t"), &ne)
+		require.Contains(t, ne.Error(), "tombstone")
+		n, err := b.client.Exists(ctx, name+":t").Result()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "refused names change nothing")
 	})
 
 	t.Run("a record in the previous format", func(t *testing.T) {

@@ -46,7 +46,8 @@ const (
 // (serve's default) and without it.
 func TestDeployDrill(t *testing.T) {
 	if os.Getenv("IDEMKEY_LONG") == "" {
-		t.Skip("long drill: run with IDEMKEY_LONG=1 (.ci/run sets it)")
+		t.Skip("the deploy drill is long (about a minute): run it with IDEMKEY_LONG=1 IDEMKEY_REQUIRE_REDIS=1 " +
+			"go test -race -count=1 -run '^TestDeployDrill$' -v ./cmd/idemkey (.ci/run sets IDEMKEY_LONG=1)")
 	}
 	for _, mode := range []struct {
 		name  string
@@ -184,6 +185,11 @@ func deployDrill(t *testing.T, extra []string) {
 		cutOff += strings.Count(p.stderr.String(), "the run was cut off before it answered")
 		tookOver += strings.Count(p.stderr.String(), "took over a key")
 	}
+	// A drill in which no restart landed mid-run tests nothing: with a
+	// run (drillLatency) longer than the grace and a new key every
+	// drillArrival, each instance has runs in flight whenever it stops.
+	require.Equal(t, 3*drillRounds, restarts, "every planned restart happened")
+	require.Positive(t, cutOff, "no restart cut a run off: the drill tested nothing")
 	require.Equal(t, cutOff, tookOver, "every run cut off by a restart is taken over by its retry, never run as a fresh attempt")
 	t.Logf("deploy drill %v: %d keys, %d restarts, %d charges, %d payments, %d provider calls deduplicated, "+
 		"%d requests (%d retries), %d runs cut off, %d takeovers, answers %v, wall %v",

@@ -29,8 +29,8 @@ check, ok, warn or fail (redisstore.Store.Check runs the same checks from Go):
                     most 100,000 keys per master
 
 Then it lists the oldest stuck records (nobody holds them: their lease ran
-out, or was given back), up to 5, each with the 'idemkey forget' line that
-clears it, in a scan of at most 10s.
+out, or was given back), up to 5, each with the 'idemkey forget --name' line
+that clears it (without the URL's credentials), in a scan of at most 10s.
 
 Where CONFIG is disabled (managed Redis), the checks read what INFO shows and
 warn about what they cannot tell. Redis comes from --redis (a redis:// or
@@ -111,7 +111,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return unreachable(err)
 	}
-	rep.Stuck = findStuck(cctx, store, *prefix)
+	rep.Stuck = findStuck(cctx, store, url, *prefix)
 	for _, r := range rep.Checks {
 		switch r.Status {
 		case redisstore.CheckFail:

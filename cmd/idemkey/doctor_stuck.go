@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +28,8 @@ type stuckRecord struct {
 	RecoveryPoint string     `json:"recovery_point,omitempty"`
 	CreatedAt     *time.Time `json:"created_at,omitempty"`
 	AgeMS         *int64     `json:"age_ms,omitempty"`
-	// Forget is the command that clears it, with placeholders for what
-	// the record does not keep: SCOPE and KEY.
+	// Forget is the command that clears it, naming the record by its name
+	// (forget --name), quoted for a POSIX shell.
 	Forget string `json:"forget"`
 }
 
@@ -42,13 +43,19 @@ type stuckReport struct {
 	Partial bool `json:"partial,omitempty"`
 	// Error is why the scan failed, if it did.
 	Error string `json:"error,omitempty"`
+	// CredentialsLeftOut is set when the Redis URL had a user or password,
+	// which the forget lines leave out.
+	CredentialsLeftOut bool `json:"credentials_left_out,omitempty"`
 }
 
 // findStuck scans the store for records nobody holds (started records
 // whose lease ran out, and released ones) and keeps the oldest: at most
-// stuckListed at any time, however many there are.
-func findStuck(ctx context.Context, store *redisstore.Store, prefix string) *stuckReport {
+// stuckListed at any time, however many there are. url is doctor's Redis
+// URL, for the forget lines.
+func findStuck(ctx context.Context, store *redisstore.Store, url, prefix string) *stuckReport {
 	rep := &stuckReport{Oldest: []stuckRecord{}}
+	redisArg, withCredentials := redisArgument(url)
+	rep.CredentialsLeftOut = withCredentials
 	sctx, cancel := context.WithTimeout(ctx, stuckScan)
 	defer cancel()
 	now := time.Now()
@@ -60,7 +67,7 @@ func findStuck(ctx context.Context, store *redisstore.Store, prefix string) *stu
 		e := newLSEntry(prefix, sc, now)
 		r := stuckRecord{Name: e.Name, Server: e.Server, State: e.State, Attempt: e.Attempt, Label: e.Label,
 			RecoveryPoint: e.RecoveryPoint, CreatedAt: e.CreatedAt, AgeMS: e.AgeMS,
-			Forget: fmt.Sprintf("idemkey forget --prefix %s --scope SCOPE KEY", shellQuote(prefix))}
+			Forget: fmt.Sprintf("idemkey forget --redis %s --prefix %s --name %s", shellQuote(redisArg), shellQuote(prefix), shellQuote(e.Name))}
 		i, _ := slices.BinarySearchFunc(rep.Oldest, r, olderFirst)
 		if i < stuckListed {
 			rep.Oldest = slices.Insert(rep.Oldest, i, r)
@@ -117,8 +124,34 @@ func (r *stuckReport) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%s\n    to forget it: %s\n", line, s.Forget)
 	}
-	fmt.Fprintln(w, "  SCOPE and KEY are the request's scope and Idempotency-Key, which the record does not keep (a hash of both names it): "+
-		"find them in the application's logs by the label and the time; 'idemkey ls --expired' lists them all.")
+	fmt.Fprintln(w, "  Forgotten, a record's key runs again as attempt 1 on its next request, where a retry would take it over "+
+		"and resume from its recovery point; 'idemkey ls --expired' lists them all.")
+	if r.CredentialsLeftOut {
+		fmt.Fprintln(w, "  The --redis URLs above leave out the user and password: add them, or set REDIS_URL and drop --redis.")
+	}
+}
+
+// redisArgument returns a value of --redis that reaches the server of the
+// URL u without its user, password or query (a db other than 0 is kept),
+// and whether u had a user or password. u is a URL redisOptions accepts.
+func redisArgument(u string) (arg string, withCredentials bool) {
+	o, err := redisOptions(u)
+	if err != nil {
+		return redactURL(u), false
+	}
+	withCredentials = o.Username != "" || o.Password != ""
+	if o.Network == "unix" {
+		arg = "unix://" + o.Addr
+		if o.DB != 0 {
+			arg += "?db=" + strconv.Itoa(o.DB)
+		}
+		return arg, withCredentials
+	}
+	scheme := "redis"
+	if o.TLSConfig != nil {
+		scheme = "rediss"
+	}
+	return fmt.Sprintf("%s://%s/%d", scheme, addrName(o.Addr), o.DB), withCredentials
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

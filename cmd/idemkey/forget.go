@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -20,6 +24,10 @@ request with the key runs the operation again, as a first attempt: for a
 stored outcome that must not be replayed any more, or a run that ended
 without one. It shows the record and asks before it forgets, unless --yes;
 when stdin is not a terminal it cannot ask, and refuses without --yes.
+
+--name NAME names the record by its name in Redis instead, as 'idemkey ls'
+and 'idemkey doctor' show it (such as 'idem:{avlxKIzQiMeimyb4J373oQ}'), for
+a record whose scope and key you do not know: the record keeps neither.
 
 A started record whose lease is live belongs to a running owner: forgetting
 it would let a duplicate run beside it, so forget refuses, unless --force.
@@ -38,6 +46,11 @@ Exit status: 0 when the record was forgotten, 1 when there is none, 2 on a
 usage error (stdin not a terminal without --yes included) or when Redis cannot
 be reached, 3 when nothing was forgotten: the lease is live and no --force,
 or the answer was not yes.
+
+A forget prints one audit line on stderr (time, record name, prefix, server,
+forced or not, the record's state and attempt; never a scope, key or
+credential). The application's Observer does not see a forget made here:
+keep these lines if you need a trail.
 `
 
 // Where forget reads its answer, and whether that is a terminal: variables
@@ -56,22 +69,33 @@ const (
 )
 
 func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("forget", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--force] [--yes] [--lease D] KEY", forgetAbout, stderr)
+	fs := newFlagSet("forget", "[--redis URL] [--prefix idem:] ((--scope S | --bearer TOKEN | --authorization V) KEY | --name NAME) [--force] [--yes] [--lease D]", forgetAbout, stderr)
 	var (
 		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		lease    = fs.Duration("lease", 10*time.Second, "the store's `lease` (redisstore.Options.Lease), for the grace after a Redis restart")
 		force    = fs.Bool("force", false, "forget a record whose lease is live too, fencing its owner")
 		yes      = fs.Bool("yes", false, "forget without asking")
+		name     = fs.String("name", "", "the record's `name` in Redis, as 'idemkey ls' and 'idemkey doctor' show it, instead of a scope and KEY")
 		names    = addRecordFlags(fs)
 	)
 	positional, code, stop := parseInterleaved(fs, args)
 	if stop {
 		return code
 	}
-	scope, key, err := names.record(positional)
-	if err != nil {
-		return usageError(stderr, "forget", "%v", err)
+	var scope, key string
+	if isSet(fs, "name") {
+		switch {
+		case *name == "":
+			return usageError(stderr, "forget", "--name is empty: want a record's name, as 'idemkey ls' shows it")
+		case len(positional) > 0 || isSet(fs, "scope") || isSet(fs, "bearer") || isSet(fs, "authorization"):
+			return usageError(stderr, "forget", "--name names the record on its own: no KEY, and none of --scope, --bearer or --authorization")
+		}
+	} else {
+		var err error
+		if scope, key, err = names.record(positional); err != nil {
+			return usageError(stderr, "forget", "%v (or name the record with --name)", err)
+		}
 	}
 	if *lease <= 0 {
 		return usageError(stderr, "forget", "--lease must be positive")
@@ -84,14 +108,24 @@ func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeStore()
-	what := fmt.Sprintf("key %s in scope %s under prefix %s", quoteText(key), quoteText(scope), quoteText(*prefix))
+	tg := forgetTarget{store: store, name: *name, byName: *name != "", scope: scope, key: key, redis: redisURL(),
+		what: fmt.Sprintf("key %s in scope %s under prefix %s", quoteText(key), quoteText(scope), quoteText(*prefix))}
+	if tg.byName {
+		tg.what = "name " + plainName(tg.name)
+	} else {
+		tg.name = store.RecordName(scope, key)
+	}
 
 	lctx, cancel := context.WithTimeout(ctx, forgetCallTimeout)
-	rec, err := store.Lookup(lctx, scope, key)
+	rec, err := tg.lookup(lctx)
 	cancel()
 	var summary string
 	live := false
+	var nameErr *redisstore.NameError
 	switch {
+	case errors.As(err, &nameErr):
+		return usageError(stderr, "forget", "--name: %s is not the name of a record under --prefix %s: %s",
+			quoteText(nameErr.Name), quoteText(nameErr.Prefix), nameErr.Reason)
 	case errors.Is(err, redisstore.ErrNotFound):
 		summary = "no record, only its tombstone if one is left (the outcome expired)"
 	case err != nil:
@@ -102,11 +136,11 @@ func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		live = rec.State == redisstore.Started && rec.LeaseTTL > 0
 	}
 	if live && !*force {
-		fmt.Fprintf(stderr, "idemkey forget: %s: %s\n", what, fmt.Sprintf(forgetLiveLease, shortDuration(rec.LeaseTTL)))
+		fmt.Fprintf(stderr, "idemkey forget: %s: %s\n", tg.what, fmt.Sprintf(forgetLiveLease, shortDuration(rec.LeaseTTL)))
 		return forgetRefused
 	}
 	if !*yes {
-		fmt.Fprintf(stderr, "The record of %s: %s.\n", what, summary)
+		fmt.Fprintf(stderr, "The record of %s: %s.\n", tg.what, summary)
 		if live {
 			fmt.Fprint(stderr, "Its owner holds a live lease and may still be running: forcing fences it (its outcome "+
 				"will not be stored), and the next request runs beside it while it does.\n")
@@ -121,36 +155,93 @@ func forget(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return forgetRefused
 		}
 	}
-	return forgetNow(ctx, store, scope, key, *force, what, summary, stdout, stderr)
+	return tg.forgetNow(ctx, rec, *prefix, *force, summary, stdout, stderr)
 }
 
-// forgetNow forgets the record and says how it went.
-func forgetNow(ctx context.Context, store *redisstore.Store, scope, key string, force bool, what, summary string, stdout, stderr io.Writer) int {
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// forgetTarget is the record forget acts on: named by its scope and key, or
+// by its name in Redis (--name; scope and key are then empty).
+type forgetTarget struct {
+	store      *redisstore.Store
+	name       string // the record's name in Redis, either way
+	byName     bool   // named by --name
+	scope, key string
+	redis      string // --redis, for the audit line (credentials taken out)
+	what       string // how messages name the record
+}
+
+func (tg *forgetTarget) lookup(ctx context.Context) (*redisstore.Record, error) {
+	if tg.byName {
+		return tg.store.LookupName(ctx, tg.name)
+	}
+	return tg.store.Lookup(ctx, tg.scope, tg.key)
+}
+
+func (tg *forgetTarget) forget(ctx context.Context, force bool) error {
+	switch {
+	case tg.byName && force:
+		return tg.store.ForceForgetName(ctx, tg.name)
+	case tg.byName:
+		return tg.store.ForgetName(ctx, tg.name)
+	case force:
+		return tg.store.ForceForget(ctx, tg.scope, tg.key)
+	}
+	return tg.store.Forget(ctx, tg.scope, tg.key)
+}
+
+// forgetNow forgets the record and says how it went; rec is what the
+// lookup before found (nil for none).
+func (tg *forgetTarget) forgetNow(ctx context.Context, rec *redisstore.Record, prefix string, force bool, summary string, stdout, stderr io.Writer) int {
 	fctx, cancel := context.WithTimeout(ctx, forgetCallTimeout)
 	defer cancel()
-	var err error
-	if force {
-		err = store.ForceForget(fctx, scope, key)
-	} else {
-		err = store.Forget(fctx, scope, key)
-	}
+	err := tg.forget(fctx, force)
 	var ip *redisstore.InProgressError
 	switch {
 	case errors.Is(err, redisstore.ErrNotFound):
-		fmt.Fprintf(stderr, "idemkey forget: no record for %s: never claimed, released after a failure, expired, or another scope or prefix\n", what)
+		fmt.Fprintf(stderr, "idemkey forget: no record for %s: never claimed, released after a failure, expired, or another scope or prefix\n", tg.what)
 		return 1
 	case errors.As(err, &ip):
-		fmt.Fprintf(stderr, "idemkey forget: %s: %s\n", what, fmt.Sprintf(forgetLiveLease, shortDuration(ip.LeaseLeft)))
+		fmt.Fprintf(stderr, "idemkey forget: %s: %s\n", tg.what, fmt.Sprintf(forgetLiveLease, shortDuration(ip.LeaseLeft)))
 		return forgetRefused
 	case errors.Is(err, redisstore.ErrNotReplicated):
-		fmt.Fprintf(stdout, "forgot the record of %s (%s), but %v\n", what, summary, err)
+		tg.audit(stderr, rec, prefix, force, err)
+		fmt.Fprintf(stdout, "forgot the record of %s (%s), but %v\n", tg.what, summary, err)
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkey forget: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stdout, "forgot the record of %s (%s): the next request with the key runs again\n", what, summary)
+	tg.audit(stderr, rec, prefix, force, nil)
+	fmt.Fprintf(stdout, "forgot the record of %s (%s): the next request with the key runs again\n", tg.what, summary)
 	return 0
+}
+
+// audit prints the forget's audit line on stderr: one logfmt line (slog's
+// text format) with what was forgotten and how, and no scope, key or
+// credential, since the application's Observer never sees a forget made
+// from here.
+func (tg *forgetTarget) audit(stderr io.Writer, rec *redisstore.Record, prefix string, force bool, replication error) {
+	attrs := []any{"name", tg.name, "prefix", prefix, "forced", force, "by_name", tg.byName}
+	if o, err := redisOptions(cmp.Or(tg.redis, "127.0.0.1:6379")); err == nil {
+		attrs = append(attrs, "redis", optionsName(o))
+	}
+	state, attempt := "tombstone only", 0
+	if rec != nil {
+		state, attempt = string(rec.State), rec.Attempt
+	}
+	attrs = append(attrs, "state", state, "attempt", attempt)
+	if u, err := user.Current(); err == nil {
+		attrs = append(attrs, "user", u.Username)
+	}
+	if replication != nil {
+		attrs = append(attrs, "replication", replication.Error())
+	}
+	slog.New(slog.NewTextHandler(stderr, nil)).Info("idemkey forget: audit: record forgotten", attrs...)
 }
 
 // confirm asks on stderr and reads the answer from forgetStdin.

@@ -242,10 +242,81 @@ func TestForget(t *testing.T) {
 
 	// Usage errors.
 	for _, args := range [][]string{{"k"}, {"--scope", "s"}, {"--scope", "s", "--bearer", "b", "k"}, {"--scope", "s", "a", "b"},
-		{"--scope", "s", "--lease", "0s", "k"}} {
+		{"--scope", "s", "--lease", "0s", "k"}, {"--name", ""}, {"--name", "idem:{x}", "k"}, {"--name", "idem:{x}", "--scope", "s"}} {
 		code, _, errOut := forget(true, "", args...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
 	}
+}
+
+// forget --name forgets a record by its name in Redis, as ls and doctor
+// show it, with forget's every rule; every forget prints an audit line
+// without scope, key or credential.
+func TestForgetByName(t *testing.T) {
+	f := newRecordsFixture(t)
+	ctx := context.Background()
+	base := []string{"forget", "--redis", f.srv.Addr(), "--lease", "900ms"}
+	forget := func(tty bool, answer string, args ...string) (int, string, string) {
+		return runCmd(t, tty, answer, append(append([]string{}, base...), args...)...)
+	}
+	audit := regexp.MustCompile(`(?m)^time=\S+ level=INFO msg="idemkey forget: audit: record forgotten" (.*)$`)
+
+	// By scope and key: the audit line names the record, not its key.
+	done := f.store.RecordName(payments.Scope("alice"), "k-done-1")
+	code, out, errOut := forget(false, "", "--yes", "--bearer", "alice", "k-done-1")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `forgot the record of key "k-done-1"`)
+	m := audit.FindStringSubmatch(errOut)
+	require.NotNil(t, m, errOut)
+	require.Regexp(t, `^name=`+regexp.QuoteMeta(done)+` prefix=idem: forced=false by_name=false redis="`+
+		regexp.QuoteMeta(f.srv.Addr())+` db 0" state=completed attempt=1( user=\S+)?$`, m[1])
+	require.NotContains(t, errOut, "k-done-1")
+	require.NotContains(t, errOut, "alice")
+	require.NotContains(t, errOut, payments.Scope("alice"))
+
+	// By name, asked first; the record as ls shows it.
+	stuck := f.store.RecordName("s", "k-stuck")
+	code, out, errOut = forget(true, "y\n", "--name", stuck)
+	require.Equal(t, 0, code, errOut)
+	requireTerminalSafe(t, errOut+out)
+	require.Contains(t, errOut, "The record of name "+stuck+": started, attempt 1, label ")
+	require.Contains(t, errOut, "the next request starts over as attempt 1")
+	require.Contains(t, out, "forgot the record of name "+stuck)
+	require.Contains(t, errOut, " by_name=true ")
+	_, err := f.store.LookupName(ctx, stuck)
+	require.ErrorIs(t, err, redisstore.ErrNotFound)
+	code, _, errOut = forget(false, "", "--yes", "--name", stuck)
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "no record for name "+stuck)
+	require.NotRegexp(t, audit, errOut, "nothing forgotten, nothing audited")
+
+	// A live lease: refused, then forced.
+	live := f.store.RecordName("s", "k-live")
+	code, _, errOut = forget(false, "", "--yes", "--name", live)
+	require.Equal(t, 3, code, errOut)
+	require.Contains(t, errOut, "pass --force to fence the owner")
+	code, _, errOut = forget(false, "", "--yes", "--force", "--name", live, "--prefix", "idem:")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, audit.FindString(errOut), " forced=true by_name=true ")
+	require.ErrorIs(t, f.live.Complete(ctx, redisstore.Response{Code: 200}), redisstore.ErrLeaseLost)
+
+	// Names that are not a record's under --prefix: a usage error, nothing
+	// forgotten.
+	released := f.store.RecordName("s", "k-released")
+	for _, tc := range []struct{ name, prefix, why string }{
+		{released + ":t", "idem:", "a tombstone's"},
+		{released, "other:", "want the prefix, then a hash tag"},
+		{"idem:jobs", "idem:", "want the prefix, then a hash tag"},
+		{"idem:\x1b]0;owned\x07", "idem:", "want the prefix"},
+	} {
+		code, out, errOut := forget(false, "", "--yes", "--prefix", tc.prefix, "--name", tc.name)
+		require.Equal(t, 2, code, "%q: %s", tc.name, errOut)
+		require.Empty(t, out)
+		require.Contains(t, errOut, "is not the name of a record under --prefix")
+		require.Contains(t, errOut, tc.why)
+		requireTerminalSafe(t, errOut)
+	}
+	_, err = f.store.LookupName(ctx, released)
+	require.NoError(t, err, "still there")
 }
 
 // The built binary run with stdin on /dev/null (no terminal) refuses
@@ -306,14 +377,108 @@ func TestDoctorListsStuckRecords(t *testing.T) {
 	for i, s := range rep.Stuck.Oldest {
 		require.Equal(t, "POST /v1/job/"+strconv.Itoa(i), s.Label, "oldest first")
 		require.Equal(t, "started", s.State)
-		require.Equal(t, "idemkey forget --prefix app: --scope SCOPE KEY", s.Forget)
 		require.Regexp(t, `^app:\{[\w-]{22}\}$`, s.Name)
+		require.Equal(t, "idemkey forget --redis redis://"+srv.Addr()+"/0 --prefix app: --name '"+s.Name+"'", s.Forget)
 	}
 
 	r = runBin(t, 60*time.Second, "doctor", "--redis", srv.Addr(), "--prefix", "app:")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "stuck records: 7 nobody holds")
-	require.Equal(t, 5, strings.Count(r.stdout, "    to forget it: idemkey forget --prefix app: --scope SCOPE KEY\n"), r.stdout)
-	require.Contains(t, r.stdout, "SCOPE and KEY are the request's scope and Idempotency-Key, which the record does not keep")
 	require.Regexp(t, `(?m)^  app:\{[\w-]{22}\}  started, attempt 1, label "POST /v1/job/0", first claimed \S+ ago$`, r.stdout)
+	require.NotContains(t, r.stdout, "leave out the user and password")
+	lines := regexp.MustCompile(`(?m)^    to forget it: (.*)$`).FindAllStringSubmatch(r.stdout, -1)
+	require.Len(t, lines, 5, r.stdout)
+
+	// Each printed line, run as a shell would split it, forgets its record
+	// (--yes: stdin is no terminal here; --lease: the store's, so that the
+	// young Redis's grace after a restart is the store's too).
+	for i, m := range lines {
+		args := shellSplit(t, m[1])
+		require.Equal(t, "idemkey", args[0])
+		require.Equal(t, rep.Stuck.Oldest[i].Forget, m[1], "the same line in text and JSON")
+		name := rep.Stuck.Oldest[i].Name
+		r := runBin(t, 30*time.Second, append(args[1:], "--yes", "--lease", "500ms")...)
+		require.Equal(t, 0, r.code, "%s\nstdout:\n%s\nstderr:\n%s", m[1], r.stdout, r.stderr)
+		require.Contains(t, r.stdout, "forgot the record of name "+name)
+		require.Regexp(t, `level=INFO msg="idemkey forget: audit: record forgotten" name=`+regexp.QuoteMeta(name)+
+			` prefix=app: forced=false by_name=true redis="`+regexp.QuoteMeta(srv.Addr())+` db 0" state=started attempt=1`, r.stderr)
+		_, err := store.LookupName(ctx, name)
+		require.ErrorIs(t, err, redisstore.ErrNotFound, "%s forgot its record", m[1])
+		c, err := store.Claim(ctx, redisstore.Request{Scope: "s", Key: strconv.Itoa(i), Label: "POST /v1/job/" + strconv.Itoa(i)})
+		require.NoError(t, err)
+		require.Equal(t, redisstore.Claimed, c.Status, "the next request runs afresh")
+		require.Equal(t, 1, c.Lease.Attempt)
+		require.NoError(t, c.Lease.Complete(ctx, redisstore.Response{Code: 200}))
+	}
+	r = runBin(t, 60*time.Second, "doctor", "--json", "--redis", srv.Addr(), "--prefix", "app:")
+	require.Equal(t, 0, r.code, r.stderr)
+	rep = doctorReport{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Equal(t, 2, rep.Stuck.Found, "the two the listing left out")
+}
+
+// shellSplit splits a command line as a POSIX shell does, for the quoting
+// the commands print: words apart by spaces, single quotes, and
+// backslashes outside them.
+func shellSplit(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\'':
+			quoted = false
+		case quoted:
+			w.WriteByte(c)
+		case c == '\'':
+			quoted, inWord = true, true
+		case c == '\\' && i+1 < len(line):
+			i++
+			w.WriteByte(line[i])
+			inWord = true
+		case c == ' ':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			require.NotContains(t, "\"$`;&|<>()*?[#~", string(c), "an unquoted shell character in %q", line)
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	require.False(t, quoted, "an unterminated quote in %q", line)
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// doctor's forget lines name the server without the URL's credentials, and
+// say so; a db, TLS and a Unix socket are kept.
+func TestRedisArgumentLeavesOutCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		url, want string
+		creds     bool
+	}{
+		{"redis://127.0.0.1:6390/0", "redis://127.0.0.1:6390/0", false},
+		{"redis://127.0.0.1:6390", "redis://127.0.0.1:6390/0", false},
+		{"redis://app:s3cret@127.0.0.1:6390/3?dial_timeout=3s", "redis://127.0.0.1:6390/3", true},
+		{"redis://:s3cret@[::1]:6390/1", "redis://[::1]:6390/1", true},
+		{"rediss://tok3n@cache.internal:6380/0", "rediss://cache.internal:6380/0", true},
+		{"unix://:s3cret@/run/redis.sock?db=2", "unix:///run/redis.sock?db=2", true},
+		{"unix:///run/redis.sock", "unix:///run/redis.sock", false},
+	} {
+		got, creds := redisArgument(tc.url)
+		require.Equal(t, tc.want, got, tc.url)
+		require.Equal(t, tc.creds, creds, tc.url)
+		require.NotContains(t, got, "s3cret")
+		require.NotContains(t, got, "tok3n")
+	}
+	var w bytes.Buffer
+	(&stuckReport{Found: 1, Oldest: []stuckRecord{{Name: "idem:{x}", Forget: "idemkey forget ..."}}, CredentialsLeftOut: true}).writeText(&w)
+	require.Contains(t, w.String(), "The --redis URLs above leave out the user and password")
 }

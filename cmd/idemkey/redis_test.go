@@ -13,6 +13,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/redisstore"
 )
 
 // secret is the password of the URLs below; no output may show it, raw or
@@ -56,13 +58,17 @@ func TestRedisURLsNeverShowTheirPassword(t *testing.T) {
 				{"inspect", "--scope", "s", "--redis", tc.url, "k1"},
 				{"doctor", "--redis", tc.url},
 				{"doctor", "--json", "--redis", tc.url},
+				{"ls", "--redis", tc.url},
+				{"ls", "--json", "--redis", tc.url},
+				{"forget", "--yes", "--scope", "s", "--redis", tc.url, "k1"},
+				{"forget", "--yes", "--redis", tc.url, "--name", "idem:{AAAAAAAAAAAAAAAAAAAAAA}"},
 			} {
 				r := runBin(t, 60*time.Second, args...)
 				what := strings.Join(args[:len(args)-1], " ")
 				requireNoSecret(t, what, r.stdout+r.stderr)
 				require.Equal(t, tc.code, r.code, "%s\nstdout:\n%s\nstderr:\n%s", what, r.stdout, r.stderr)
 				require.Contains(t, r.stderr, tc.hint, what)
-				if args[1] == "--json" {
+				if args[0] == "doctor" && args[1] == "--json" {
 					var rep doctorReport
 					require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 					require.NotEmpty(t, rep.Redis)
@@ -84,6 +90,9 @@ func TestRedisURLFromTheEnvironmentIsNotShown(t *testing.T) {
 	for _, args := range [][]string{
 		{"inspect", "-h"}, {"inspect", "--bogus"}, {"doctor", "-h"}, {"doctor", "--bogus"},
 		{"serve", "-h"}, {"serve", "--bogus"}, {"doctor", "--json"}, {"inspect", "--scope", "s", "k1"},
+		{"ls"}, {"ls", "--json"}, {"ls", "-h"}, {"ls", "--bogus"},
+		{"forget", "--yes", "--scope", "s", "k1"}, {"forget", "--yes", "--name", "idem:{AAAAAAAAAAAAAAAAAAAAAA}"},
+		{"forget", "-h"}, {"forget", "--bogus"},
 	} {
 		r := runBinEnv(t, 30*time.Second, env, args...)
 		requireNoSecret(t, strings.Join(args, " "), r.stdout+r.stderr)
@@ -123,4 +132,42 @@ func TestScrubbed(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	err = scrubbed(errors.New("auth "+secret+" for app"), &redis.Options{Username: secret})
 	require.Equal(t, "auth xxxxx for app", err.Error())
+}
+
+// With the right password, doctor's forget lines name the server without
+// it, and say so; ls, and forget of the line's record, show it nowhere.
+func TestDoctorForgetLinesLeaveOutThePassword(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireUserAuth("app", secret)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Username: "app", Password: secret})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store, err := redisstore.New(rdb, redisstore.Options{Lease: 500 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	c, err := store.Claim(ctx, redisstore.Request{Scope: "s", Key: "k1", Label: "POST /v1/x"})
+	require.NoError(t, err)
+	require.NoError(t, c.Lease.Interrupt(ctx)) // released: nobody holds it
+	url := "redis://app:" + secret + "@" + mr.Addr() + "/0"
+
+	r := runBin(t, 60*time.Second, "doctor", "--redis", url)
+	requireNoSecret(t, "doctor", r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "    to forget it: idemkey forget --redis redis://"+mr.Addr()+"/0 --prefix idem: --name '"+store.RecordName("s", "k1")+"'\n")
+	require.Contains(t, r.stdout, "The --redis URLs above leave out the user and password")
+	r = runBin(t, 60*time.Second, "doctor", "--json", "--redis", url)
+	requireNoSecret(t, "doctor --json", r.stdout+r.stderr)
+	var rep doctorReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.True(t, rep.Stuck.CredentialsLeftOut)
+
+	for _, args := range [][]string{{"ls", "--redis", url}, {"ls", "--json", "--redis", url}} {
+		r := runBin(t, 60*time.Second, args...)
+		requireNoSecret(t, args[0], r.stdout+r.stderr)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r = runBinEnv(t, 60*time.Second, []string{"REDIS_URL=" + url}, "forget", "--yes", "--prefix", "idem:", "--name", store.RecordName("s", "k1"))
+	requireNoSecret(t, "forget", r.stdout+r.stderr)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, "audit: record forgotten")
+	_, err = store.LookupName(ctx, store.RecordName("s", "k1"))
+	require.ErrorIs(t, err, redisstore.ErrNotFound)
 }

@@ -156,7 +156,9 @@ func main() {
 	}
 	defer closeRedis()
 	log.Printf("redis: %s", where)
-	store, err := redisstore.New(client, redisstore.Options{Prefix: "idem:nethttp:"})
+	// RequireNoEviction: on a Redis that may evict records, requests get
+	// 503 instead of being served without the guarantee.
+	store, err := redisstore.New(client, redisstore.Options{Prefix: "idem:nethttp:", RequireNoEviction: true})
 	if err != nil {
 		log.Fatal(err)
 	}

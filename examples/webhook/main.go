@@ -116,7 +116,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // retry horizon (Standard Webhooks senders retry for over a day), or a late
 // retry would apply the event again.
 func newStore(client redis.Scripter) (*redisstore.Store, error) {
-	return redisstore.New(client, redisstore.Options{Prefix: "idem:webhook:", Retention: 72 * time.Hour})
+	// RequireNoEviction: an evicted record would apply its event again, so
+	// refuse to serve on a Redis that may evict (503; the sender retries).
+	return redisstore.New(client, redisstore.Options{Prefix: "idem:webhook:", Retention: 72 * time.Hour, RequireNoEviction: true})
 }
 
 // newReceiver routes POST /webhooks/{sender}: signature check, then the

@@ -163,7 +163,9 @@ func main() {
 	}
 	defer closeRedis()
 	log.Printf("redis: %s", where)
-	store, err := redisstore.New(client, redisstore.Options{Lease: 5 * time.Second})
+	// RequireNoEviction: on a Redis that may evict records, jobs fail
+	// (ErrEvicting) instead of running without the guarantee.
+	store, err := redisstore.New(client, redisstore.Options{Lease: 5 * time.Second, RequireNoEviction: true})
 	if err != nil {
 		log.Fatal(err)
 	}

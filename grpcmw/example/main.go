@@ -24,8 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,9 +37,14 @@ import (
 )
 
 func main() {
-	url := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default: $REDIS_URL, else an embedded miniredis, gone on exit)")
+	// $REDIS_URL is read after parsing, not as the flag's default: -h and
+	// usage errors print defaults, password and all.
+	url := flag.String("redis", "", "Redis URL (default: $REDIS_URL, else an embedded miniredis, gone on exit)")
 	n := flag.Int("payments", 5, "payments to send")
 	flag.Parse()
+	if *url == "" {
+		*url = os.Getenv("REDIS_URL")
+	}
 	if err := run(os.Stdout, *url, *n); err != nil {
 		log.Fatal(err)
 	}
@@ -227,30 +230,4 @@ func reasonOf(err error) string {
 		}
 	}
 	return ""
-}
-
-// openRedis returns a client for url, or for an embedded miniredis on a
-// free loopback port when url is empty; where describes it without
-// credentials.
-func openRedis(url string) (rdb *redis.Client, where string, closeAll func(), err error) {
-	stop := func() {}
-	if url == "" {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
-		}
-		url, stop = "redis://"+mr.Addr(), mr.Close
-		where = "embedded miniredis (in memory; -redis URL for your own)"
-	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		stop()
-		return nil, "", nil, fmt.Errorf("redis URL: %w", err)
-	}
-	if where == "" {
-		where = fmt.Sprintf("redis at %s db %d", opts.Addr, opts.DB)
-	}
-	opts.ContextTimeoutEnabled = true
-	rdb = redis.NewClient(opts)
-	return rdb, where, func() { _ = rdb.Close(); stop() }, nil
 }

@@ -1,12 +1,16 @@
 package contracttest
 
 // Retention per route (issue 24): each middleware's Options.Retention
-// gives the records of the routes it protects their own TTL, on one store.
+// gives the records of the routes it protects their own TTL, on one store
+// ("two routes on one store…"; the first case gives each route a prefix of
+// its own, to find its record).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -43,6 +47,52 @@ func runRetention(t *testing.T, mount Mount, b backend) {
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 		}
+	})
+
+	t.Run("two routes on one store and one prefix keep their own Retention", func(t *testing.T) {
+		// One store, mounted once per route with that route's Retention,
+		// as an application protects its routes: the records share the
+		// prefix, and each gets its own route's TTL.
+		rdb := b.scripter(t)
+		store, err := redisstore.New(rdb, redisstore.Options{Prefix: fmt.Sprintf("ret%d:", seq.Add(1))})
+		require.NoError(t, err)
+		app := newApp()
+		routes := []struct {
+			path      string
+			status    int // what the route answers: how the scan tells its record
+			retention time.Duration
+		}{
+			{"/payments", http.StatusCreated, 10 * time.Minute},
+			{"/status/202", http.StatusAccepted, 7 * 24 * time.Hour},
+			{"/status/200", http.StatusOK, 0}, // the store's
+		}
+		mux := http.NewServeMux()
+		for _, r := range routes {
+			mux.Handle(r.path, mount(t, store, httpmw.Options{Retention: r.retention}, app.handler()))
+		}
+		e := &env{t: t, b: b, rdb: rdb, store: store, app: app, h: mux, srv: httptest.NewServer(mux)}
+		t.Cleanup(e.srv.Close)
+		t.Cleanup(app.open)
+		want := map[int]time.Duration{}
+		for _, r := range routes {
+			key := newKey()
+			require.Equal(t, r.status, e.do(req{path: r.path, key: key, body: payment}).status, r.path)
+			require.True(t, e.do(req{path: r.path, key: key, body: payment}).replayed(), r.path)
+			want[r.status] = cmp.Or(r.retention, store.Options().Retention)
+		}
+		seen := map[int]bool{}
+		_, err = store.Scan(context.Background(), redisstore.ScanOptions{}, func(sc *redisstore.Scanned) error {
+			require.NotNil(t, sc.Record, sc.Problem)
+			require.Equal(t, redisstore.Completed, sc.Record.State)
+			code := sc.Record.Response.Code
+			require.Contains(t, want, code, "a record of no route")
+			require.False(t, seen[code], "one record per route")
+			seen[code] = true
+			require.InDelta(t, want[code].Seconds(), sc.Record.TTL.Seconds(), 60, "status %d: TTL %v, want %v", code, sc.Record.TTL, want[code])
+			return nil
+		})
+		require.NoError(t, err)
+		require.Len(t, seen, len(routes))
 	})
 
 	t.Run("a retry after the route's Retention runs again", func(t *testing.T) {

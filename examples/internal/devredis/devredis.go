@@ -8,11 +8,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	neturl "net/url"
 	"os"
+	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,6 +34,10 @@ func Open(url string) (client *redis.Client, where string, closeAll func(), err 
 		mr := miniredis.NewMiniRedis()
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		if err := AnswerConfig(mr); err != nil {
+			mr.Close()
+			return nil, "", nil, err
 		}
 		url, stop = "redis://"+mr.Addr(), mr.Close
 		where = "embedded miniredis at " + url + " (in memory, gone on exit; -redis URL for your own)"
@@ -76,4 +85,41 @@ func withoutURL(err error) error {
 		return errors.New("a bad %-escape in the user, password or path (write '%' as %25)")
 	}
 	return ue.Err
+}
+
+// miniredisConfig is what the embedded miniredis says of itself to CONFIG
+// GET: it never evicts (it has no memory limit).
+var miniredisConfig = map[string]string{"maxmemory": "0", "maxmemory-policy": "noeviction"}
+
+// AnswerConfig makes mr answer CONFIG GET for its eviction settings, which
+// miniredis does not implement: the store's start-up check
+// (redisstore.Options.RequireNoEviction) would otherwise warn, on every
+// example's first request, that it cannot read maxmemory-policy. What it
+// answers is true of miniredis, which never evicts. Other CONFIG commands
+// get an error, as from a managed Redis that disables them.
+func AnswerConfig(mr *miniredis.Miniredis) error {
+	err := mr.Server().Register("CONFIG", func(c *server.Peer, cmd string, args []string) {
+		if len(args) < 2 || !strings.EqualFold(args[0], "GET") {
+			c.WriteError("ERR the embedded miniredis answers only CONFIG GET")
+			return
+		}
+		found := map[string]string{}
+		for _, pattern := range args[1:] {
+			for name, v := range miniredisConfig {
+				if ok, _ := path.Match(strings.ToLower(pattern), name); ok {
+					found[name] = v
+				}
+			}
+		}
+		names := slices.Sorted(maps.Keys(found))
+		c.WriteMapLen(len(names))
+		for _, name := range names {
+			c.WriteBulk(name)
+			c.WriteBulk(found[name])
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("embedded redis: %w", err)
+	}
+	return nil
 }

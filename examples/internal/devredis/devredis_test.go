@@ -1,13 +1,16 @@
 package devredis
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
+	"github.com/idemkey/idemkey/redisstore"
 )
 
 func TestOpen(t *testing.T) {
@@ -66,4 +69,43 @@ func TestURLFromTheEnvironment(t *testing.T) {
 	t.Setenv("REDIS_URL", "redis://app:s3cret-pass@127.0.0.1:1/0")
 	require.Equal(t, "redis://app:s3cret-pass@127.0.0.1:1/0", URL(""))
 	require.Equal(t, "redis://127.0.0.1:2/0", URL("redis://127.0.0.1:2/0"))
+}
+
+// The embedded miniredis tells the store's start-up check that it never
+// evicts, so that the examples' stores (RequireNoEviction) serve without a
+// warning; a real Redis that may evict is refused.
+func TestEmbeddedSaysItNeverEvicts(t *testing.T) {
+	ctx := context.Background()
+	claim := func(t *testing.T, url string) (logged string, err error) {
+		client, _, closeAll, err := Open(url)
+		require.NoError(t, err)
+		t.Cleanup(closeAll)
+		var logs bytes.Buffer
+		store, err := redisstore.New(client, redisstore.Options{RequireNoEviction: true,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		// With RequireNoEviction the claim waits for the check's verdict,
+		// which is logged before the claim returns.
+		_, err = store.Claim(ctx, redisstore.Request{Scope: "s", Key: "k"})
+		return logs.String(), err
+	}
+
+	logs, err := claim(t, "")
+	require.NoError(t, err)
+	require.Empty(t, logs, "no warning about maxmemory-policy")
+	client, _, closeAll, err := Open("")
+	require.NoError(t, err)
+	defer closeAll()
+	m, err := client.ConfigGet(ctx, "maxmemory*").Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"maxmemory": "0", "maxmemory-policy": "noeviction"}, m)
+	m, err = client.ConfigGet(ctx, "save").Result()
+	require.NoError(t, err)
+	require.Empty(t, m)
+	require.Error(t, client.ConfigSet(ctx, "maxmemory", "1mb").Err())
+
+	srv := redistest.Start(t, redistest.Args("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"))
+	logs, err = claim(t, "redis://"+srv.Addr()+"/0")
+	require.ErrorIs(t, err, redisstore.ErrEvicting)
+	require.Contains(t, logs, "allkeys-lru")
 }

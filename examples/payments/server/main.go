@@ -63,7 +63,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer closeRedis()
 	fmt.Fprintf(stdout, "redis: %s\n", where)
 
-	store, err := redisstore.New(rdb, redisstore.Options{Lease: 10 * time.Second, Retention: 24 * time.Hour})
+	// RequireNoEviction: on a Redis that may evict records, claims fail
+	// (503) instead of serving without the guarantee. The embedded
+	// miniredis says it never evicts (devredis.AnswerConfig).
+	store, err := redisstore.New(rdb, redisstore.Options{Lease: 10 * time.Second, Retention: 24 * time.Hour, RequireNoEviction: true})
 	if err != nil {
 		return err
 	}
