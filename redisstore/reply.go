@@ -11,9 +11,9 @@ import (
 	"github.com/idemkey/idemkey/redisstore/internal/walk"
 )
 
-// This file is the one place where what the internal packages return (the
-// runner's replies and errors, the codec's plain structs and status codes)
-// becomes the package's results and errors.
+// This file is where what the internal packages return (the runner's
+// replies and errors, the codec's plain structs and status codes) becomes
+// the package's results and errors; forget.go maps forget's reply itself.
 
 // errLegacy says a claim met a record in the previous format, or legacy.lua
 // found none left (attempt 0): Claim runs the other script.

@@ -31,8 +31,8 @@ type ClaimReply struct {
 }
 
 // DecodeClaim checks the shape of a claim reply and decodes it; ok is false
-// for a reply of any other shape. This is the one place where the scripts'
-// status codes are read. legacy.lua's "the record went meanwhile" (Owned
+// for a reply of any other shape. This is the one place where a claim
+// reply is taken apart (DecodeForget is forget's). legacy.lua's "the record went meanwhile" (Owned
 // with attempt 0) decodes as Legacy: claim afresh.
 func DecodeClaim(reply any) (c ClaimReply, ok bool) {
 	r, ok := reply.([]any)
