@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/idemkey/idemkey/redisstore/internal/wake"
 )
 
 // Await is Claim for a caller that would rather wait than be told "in
@@ -51,33 +53,13 @@ func (s *Store) wait(ctx context.Context, l *Lease, backoff *time.Duration) bool
 			// Past what the run's lease has left by this process's clock,
 			// only Redis knows: the run may be stuck without a heartbeat,
 			// and another process may have taken the key over.
-			return sleep(ctx, s.flights.Done(f), left)
+			return wake.Sleep(ctx, s.flights.Done(f), left)
 		}
 	}
 	poll := *backoff
 	*backoff = min(2**backoff, 100*time.Millisecond)
-	if s.wake != nil {
-		if woken, stop := s.wake.Watch(ctx, l.keys.Channel()); woken != nil {
-			defer stop()
-			reply, err := s.call(ctx, nil, watchScript, l.keys.One, string(l.fp[:]))
-			if err == nil && reply == int64(0) {
-				return true // completed or free meanwhile: claim again now
-			}
-			return sleep(ctx, woken, 250*time.Millisecond)
-		}
-	}
-	return sleep(ctx, nil, poll)
-}
-
-// sleep waits for woken (if not nil) or d, and returns false if ctx ends first.
-func sleep(ctx context.Context, woken <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-woken:
-	case <-t.C:
-	case <-ctx.Done():
-		return false
-	}
-	return true
+	return s.wake.Wait(ctx, l.keys.Channel(), poll, func() bool {
+		reply, err := s.call(ctx, nil, watchScript, l.keys.One, string(l.fp[:]))
+		return err == nil && reply == int64(0) // completed or free meanwhile: claim again now
+	})
 }

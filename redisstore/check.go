@@ -2,10 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"time"
 
 	"github.com/idemkey/idemkey/redisstore/internal/check"
 )
@@ -63,7 +60,9 @@ type CheckResult struct {
 // *redis.Client, *redis.ClusterClient or *redis.Ring is). It is safe for
 // concurrent use.
 func (s *Store) Check(ctx context.Context) ([]CheckResult, error) {
-	t := check.Target{Client: s.client, Prefix: s.opts.Prefix, Replicas: s.opts.Replicas, Scripts: s.checkScripts}
+	t := check.Target{Client: s.client, Prefix: s.opts.Prefix, Replicas: s.opts.Replicas, Claim: s.checkClaim,
+		Sources: []string{claimScript.Source, legacyScript.Source, completeScript.Source, releaseScript.Source,
+			extendScript.Source, checkpointScript.Source, lookupScript.Source, watchScript.Source, forgetScript.Source}}
 	rs, err := t.Run(ctx)
 	if err != nil {
 		return nil, err
@@ -71,38 +70,23 @@ func (s *Store) Check(ctx context.Context) ([]CheckResult, error) {
 	return checkResults(rs), nil
 }
 
-// checkScripts loads every script and runs a claim and its release on a
-// throwaway key, without the observer.
-func (s *Store) checkScripts(ctx context.Context) check.Result {
-	scripts := [...]string{claimScript.Source, legacyScript.Source, completeScript.Source, releaseScript.Source,
-		extendScript.Source, checkpointScript.Source, lookupScript.Source, watchScript.Source, forgetScript.Source}
-	result := func(st check.Status, format string, args ...any) check.Result {
-		return check.Result{Name: check.Scripts, Status: st, Message: fmt.Sprintf(format, args...)}
-	}
-	for _, src := range scripts {
-		if err := s.client.ScriptLoad(ctx, src).Err(); err != nil {
-			return result(check.Fail, "SCRIPT LOAD failed: %v", err)
-		}
-	}
+// checkClaim claims key for the scripts check, on a store like s without
+// its observer, its replay cache or its start-up check (Check reports the
+// eviction policy itself).
+func (s *Store) checkClaim(ctx context.Context, key string) (release func(context.Context) error, err error) {
 	opts := s.opts
 	opts.Observer, opts.ReplayCacheBytes = nil, 0
 	quiet, err := New(s.client, opts)
 	if err != nil {
-		return result(check.Fail, "%s", err)
+		return nil, err
 	}
-	quiet.env.Settle() // no start-up check: Check reports the eviction policy itself
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	start := time.Now()
-	c, err := quiet.Claim(ctx, Request{Scope: "idemkey check", Key: hex.EncodeToString(b[:]), Label: "idemkey check"})
-	if err != nil {
-		return result(check.Fail, "%d scripts loaded, but a claim failed: %v", len(scripts), err)
+	quiet.env.Settle()
+	c, err := quiet.Claim(ctx, Request{Scope: "idemkey check", Key: key, Label: "idemkey check"})
+	switch {
+	case err != nil:
+		return nil, err
+	case c.Lease == nil:
+		return nil, fmt.Errorf("the new key was %s", c.Status)
 	}
-	if c.Lease == nil {
-		return result(check.Fail, "%d scripts loaded, but a claim of a new key found %s", len(scripts), c.Status)
-	}
-	if err := c.Lease.Release(ctx); err != nil {
-		return result(check.Fail, "%d scripts loaded and a claim ran, but its release failed: %v", len(scripts), err)
-	}
-	return result(check.OK, "%d scripts loaded; a claim and its release ran in %s", len(scripts), time.Since(start).Round(time.Microsecond))
+	return c.Lease.Release, nil
 }

@@ -8,11 +8,12 @@ import (
 
 	"github.com/idemkey/idemkey/redisstore/internal/check"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
+	"github.com/idemkey/idemkey/redisstore/internal/walk"
 )
 
-// This file is the one place where what the internal packages return (the
-// runner's replies and errors, the codec's plain structs and status codes)
-// becomes the package's results and errors.
+// This file is where what the internal packages return (the runner's
+// replies and errors, the codec's plain structs and status codes) becomes
+// the package's results and errors; forget.go maps forget's reply itself.
 
 // errLegacy says a claim met a record in the previous format, or legacy.lua
 // found none left (attempt 0): Claim runs the other script.
@@ -123,31 +124,40 @@ func found(reply any) (*Record, error) {
 	case f.Type == "hash":
 		return nil, fmt.Errorf("%w: the record is in the format of idemkey before 0.2; it expires in %v", errLegacy, f.TTL)
 	}
-	rec := &Record{TTL: f.TTL, Fingerprint: f.Fingerprint, LeaseTTL: f.LeaseTTL}
+	return recordOf(&f), nil
+}
+
+// recordOf maps a decoded record.
+func recordOf(f *record.Found) *Record {
+	rec := &Record{State: State(f.State()), TTL: f.TTL, Fingerprint: f.Fingerprint, LeaseTTL: f.LeaseTTL}
 	if f.Completed {
-		rec.State, rec.Attempt = Completed, f.Attempt
-		rec.Response = &Response{Code: f.Code, Body: []byte(f.Body)}
-		return rec, nil
+		rec.Attempt, rec.Response = f.Attempt, &Response{Code: f.Code, Body: []byte(f.Body)}
+		return rec
 	}
 	st := f.Started
-	rec.State, rec.Attempt, rec.Label = Started, st.Attempt, st.Label
-	if f.Released {
-		rec.State = Released
-	}
-	rec.RecoveryPoint, rec.RecoveryData = st.RecoveryPoint, st.RecoveryData
+	rec.Attempt, rec.Label, rec.RecoveryPoint, rec.RecoveryData = st.Attempt, st.Label, st.RecoveryPoint, st.RecoveryData
 	if st.CreatedMS > 0 { // 0: not known (a record migrated from the format before 0.2)
 		rec.CreatedAt = time.UnixMilli(st.CreatedMS)
 	}
-	return rec, nil
+	return rec
+}
+
+// scanned maps a key Scan read: a completed record's body only when asked
+// for and read whole.
+func scanned(k *walk.Key, bodies bool) *Scanned {
+	out := &Scanned{Name: k.Name, Server: k.Server, Problem: k.Problem}
+	if k.Found != nil {
+		out.Record = recordOf(k.Found)
+		if out.Record.Response != nil && (!bodies || !k.Whole) {
+			out.Record.Response.Body = nil
+		}
+	}
+	return out
 }
 
 // unexpected is ErrUnexpectedReply for script's reply.
 func unexpected(script string, reply any) error {
-	s := fmt.Sprintf("%#v", reply)
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return fmt.Errorf("%w from %s: %s", ErrUnexpectedReply, script, s)
+	return fmt.Errorf("%w from %s: %s", ErrUnexpectedReply, script, record.Show(reply))
 }
 
 // checkResults maps the deployment checks' results.

@@ -2,18 +2,17 @@ package redisstore
 
 import (
 	"fmt"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/idemkey/idemkey/redisstore/internal/lru"
+	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
 // retention is how long a record lives after its owner's last sign of
-// life, in the forms the scripts take. The lease is the store's whatever
-// the retention: a started record's lease is held while its PTTL stays
-// above its threshold, the retention minus the lease, so every record
-// holds its threshold (lua.go) and a takeover, a forget or a check reads
-// the lease from the record itself.
+// life, in the forms the scripts take (record.RetentionArgs). The lease
+// is the store's whatever the retention: every record holds its
+// threshold, so a takeover, a forget or a check reads the lease from the
+// record itself.
 type retention struct {
 	d         time.Duration
 	ms        any    // the retention in ms, boxed once: claim, extend, checkpoint
@@ -22,23 +21,12 @@ type retention struct {
 }
 
 // retentions caches the retentions of Request.Retention, as the routes of
-// the middleware set them: a few distinct values, each made once. Past
-// maxRetentions distinct values (a program that computes one per call),
-// they are made per call.
-type retentions struct {
-	m sync.Map // time.Duration -> *retention
-	n atomic.Int32
-}
-
-const maxRetentions = 64
+// the middleware set them: a few distinct values, each made once.
+type retentions = lru.Memo[time.Duration, *retention]
 
 func (s *Store) newRetention(d time.Duration) *retention {
-	return &retention{
-		d:         d,
-		ms:        strconv.FormatInt(d.Milliseconds(), 10),
-		threshold: strconv.FormatInt((d - s.opts.Lease).Milliseconds(), 10),
-		tombstone: strconv.FormatInt((d + s.opts.TombstoneRetention).Milliseconds(), 10),
-	}
+	ms, threshold, tombstone := record.RetentionArgs(d, s.opts.Lease, s.opts.TombstoneRetention)
+	return &retention{d: d, ms: ms, threshold: threshold, tombstone: tombstone}
 }
 
 // retentionOf returns the retention of a request's records: d, or the
@@ -47,16 +35,10 @@ func (s *Store) retentionOf(d time.Duration) *retention {
 	if d == 0 || d == s.ret.d {
 		return s.ret
 	}
-	if r, ok := s.rets.m.Load(d); ok {
-		return r.(*retention)
+	if r, ok := s.rets.Load(d); ok {
+		return r
 	}
-	r := s.newRetention(d)
-	if s.rets.n.Add(1) <= maxRetentions {
-		if prev, loaded := s.rets.m.LoadOrStore(d, r); loaded {
-			return prev.(*retention)
-		}
-	}
-	return r
+	return s.rets.Store(d, s.newRetention(d))
 }
 
 // ValidateRetention returns nil if d may be a Request.Retention on this
@@ -67,15 +49,8 @@ func (s *Store) retentionOf(d time.Duration) *retention {
 // middleware packages call it when they are built, for their Retention
 // option.
 func (s *Store) ValidateRetention(d time.Duration) error {
-	switch {
-	case d == 0:
-		return nil
-	case d < 0:
-		return fmt.Errorf("%w: negative retention %v", ErrInvalidRequest, d)
-	case d.Truncate(time.Millisecond) <= s.opts.Lease:
-		return fmt.Errorf("%w: retention %v does not exceed the store's lease %v", ErrInvalidRequest, d, s.opts.Lease)
-	case s.opts.MaxDuration > 0 && d.Truncate(time.Millisecond) <= s.opts.MaxDuration:
-		return fmt.Errorf("%w: retention %v does not exceed the store's max duration %v", ErrInvalidRequest, d, s.opts.MaxDuration)
+	if p := record.RetentionProblem(d, s.opts.Lease, s.opts.MaxDuration); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidRequest, p)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/walk"
 )
 
@@ -81,9 +80,6 @@ type ScanSummary struct {
 	SlowestCall time.Duration
 }
 
-// scanCount is SCAN's COUNT by default.
-const scanCount = 1000
-
 // Scan walks every key under the store's prefix with SCAN (never KEYS),
 // on every master of a cluster and every shard of a Ring, and calls fn
 // with each record that passes opts's filters and with each key that is
@@ -105,87 +101,11 @@ const scanCount = 1000
 // instead). It writes nothing; the Observer sees none of it. It is safe for
 // concurrent use.
 func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(*Scanned) error) (ScanSummary, error) {
-	var sum ScanSummary
-	switch {
-	case opts.State != "" && opts.State != Started && opts.State != Released && opts.State != Completed:
-		return sum, fmt.Errorf("%w: scan: state %q is not started, released or completed", ErrInvalidRequest, opts.State)
-	case opts.Older < 0 || opts.Count < 0:
-		return sum, fmt.Errorf("%w: scan: negative Older or Count", ErrInvalidRequest)
+	o := walk.Options{Prefix: s.opts.Prefix, Count: opts.Count, Bodies: opts.Bodies,
+		State: string(opts.State), Older: opts.Older, LeaseExpired: opts.LeaseExpired}
+	if p := o.Problem(); p != "" {
+		return ScanSummary{}, fmt.Errorf("%w: scan: %s", ErrInvalidRequest, p)
 	}
-	if opts.Count == 0 {
-		opts.Count = scanCount
-	}
-	sc := scanner{opts: &opts, fn: fn, sum: &sum, now: time.Now()}
-	st, err := walk.Run(ctx, s.client, walk.Options{Prefix: s.opts.Prefix, Count: opts.Count, Bodies: opts.Bodies}, sc.pass)
-	sum.Servers, sum.Keys, sum.Tombstones, sum.Calls, sum.SlowestCall = st.Servers, st.Keys, st.Tombstones, st.Calls, st.SlowestCall
-	return sum, err
-}
-
-// scanner is one Scan.
-type scanner struct {
-	opts *ScanOptions
-	fn   func(*Scanned) error
-	sum  *ScanSummary
-	now  time.Time
-}
-
-// pass decodes one key and hands it to fn if it is kept.
-func (sc *scanner) pass(k *walk.Key) error {
-	out := Scanned{Name: k.Name, Server: k.Server}
-	switch {
-	case !k.Record:
-		out.Problem = fmt.Sprintf("not a key name idemkey writes (a %s)", k.Type)
-	case k.Type == "hash":
-		out.Problem = "a record in the format of idemkey before 0.2, which expires with its retention"
-	case k.Type != "":
-		out.Problem = fmt.Sprintf("a %s, not an idemkey record", k.Type)
-	default:
-		out.Record, out.Problem = sc.decode(k)
-	}
-	if out.Record == nil {
-		sc.sum.NotRecords++
-		return sc.fn(&out)
-	}
-	sc.sum.Records++
-	if !sc.keep(out.Record) {
-		return nil
-	}
-	sc.sum.Matched++
-	return sc.fn(&out)
-}
-
-// decode decodes a record's string: the record, or why it is not one.
-func (sc *scanner) decode(k *walk.Key) (rec *Record, problem string) {
-	ttl := k.TTL // -1 (no TTL) comes as it is, in nanoseconds
-	switch {
-	case k.Value == "":
-		return nil, "an empty string, not an idemkey record"
-	case ttl > 0:
-		ttl /= time.Millisecond
-	}
-	rec, err := found([]any{int64(ttl), "string", k.Value})
-	switch {
-	case err != nil && k.Value[0] == record.KindStarted && !k.Whole:
-		return nil, fmt.Sprintf("a started record of %d bytes, more than Scan reads (%d)", k.Size, walk.StartedMax)
-	case err != nil:
-		return nil, "a string that is not an idemkey record"
-	}
-	if rec.Response != nil && (!sc.opts.Bodies || !k.Whole) {
-		rec.Response.Body = nil
-	}
-	return rec, ""
-}
-
-// keep applies the filters.
-func (sc *scanner) keep(r *Record) bool {
-	o := sc.opts
-	switch {
-	case o.State != "" && r.State != o.State:
-		return false
-	case o.LeaseExpired && (r.State == Completed || r.LeaseTTL > 0):
-		return false
-	case o.Older > 0 && (r.CreatedAt.IsZero() || sc.now.Sub(r.CreatedAt) <= o.Older):
-		return false
-	}
-	return true
+	st, err := walk.Run(ctx, s.client, o, func(k *walk.Key) error { return fn(scanned(k, opts.Bodies)) })
+	return ScanSummary(st), err
 }

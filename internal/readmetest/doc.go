@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 
@@ -23,10 +24,28 @@ type (
 	message struct{ ID, To, Body string }
 )
 
-type paymentProvider struct{}
+// paymentProvider counts its charges, by idempotency key: the side
+// effects TestSnippetsRun counts.
+type paymentProvider struct {
+	mu      sync.Mutex
+	charges map[string]int
+}
 
-func (paymentProvider) Charge(ctx context.Context, amount int, idempotencyKey string) (*charge, error) {
-	return &charge{ID: "ch_1"}, nil
+func (p *paymentProvider) Charge(ctx context.Context, amount int, idempotencyKey string) (*charge, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.charges == nil {
+		p.charges = map[string]int{}
+	}
+	p.charges[idempotencyKey]++
+	return &charge{ID: fmt.Sprintf("ch_%d", len(p.charges))}, nil
+}
+
+// Charges returns how many charges each idempotency key made.
+func (p *paymentProvider) Charges() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.charges)
 }
 
 type emailAPI struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
@@ -22,7 +23,7 @@ func renderErrors(c *gin.Context) {
 }
 
 func ginQuickStart(stopping context.Context, r *gin.Engine) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	// Lease 10s, retention 24h; on a Redis that may evict, refuse (503).
 	store, err := redisstore.New(rdb, redisstore.Options{RequireNoEviction: true})
 	if err != nil {

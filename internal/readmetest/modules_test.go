@@ -36,7 +36,8 @@ func internalOf(mod, pkg string) bool {
 // dependencies hold none at all, and each go.mod requires the main module
 // at a version the changelog names, not v0.0.0 (which only the development
 // replace makes work). Their tests may still use the main module's internal
-// test helpers.
+// test helpers (docs/architecture.md says why): only the packages' own
+// imports are checked, not their tests'.
 func TestLibraryModulesArePublishable(t *testing.T) {
 	const mod = "github.com/idemkey/idemkey"
 	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))

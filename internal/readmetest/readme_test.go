@@ -68,10 +68,9 @@ func TestReadmeSnippetsCompile(t *testing.T) {
 // TestSnippetsRun runs the snippets against an embedded Redis, so that they
 // do what the README says, not only compile.
 func TestSnippetsRun(t *testing.T) {
-	gin.SetMode(gin.TestMode)
-	ginQuickStart(context.Background(), gin.New()) // builds the route; no Redis call
-
 	mr := miniredis.RunT(t)
+	t.Run("gin", func(t *testing.T) { testGinQuickStart(t, mr) })
+
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	store, err := redisstore.New(rdb, redisstore.Options{})
@@ -91,6 +90,51 @@ func TestSnippetsRun(t *testing.T) {
 	handle(context.Background(), store, message{ID: "m1"})
 	clientQuickStart(srv.URL + "/v1/orders")
 	t.Run("kit", TestCreateOrder)
+}
+
+// testGinQuickStart sends the Gin quick start, on mr, a keyed payment, its
+// retry and a reuse of its key for another payment: one charge, the retry
+// gets the first answer replayed byte for byte, the reuse a 422 problem.
+func testGinQuickStart(t *testing.T, mr *miniredis.Miniredis) {
+	t.Setenv("REDIS_ADDR", mr.Addr())
+	gin.SetMode(gin.TestMode)
+	stopping, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("user_id", "alice") }) // the app's authentication, mounted first
+	ginQuickStart(stopping, r)
+	before := provider.Charges()
+
+	send := func(body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "pay-1")
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w
+	}
+	first := send(`{"amount":1200}`)
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	require.Regexp(t, `^/v1/payments/ch_\d+$`, first.Header().Get("Location"))
+	require.JSONEq(t, `{"ID":"`+strings.TrimPrefix(first.Header().Get("Location"), "/v1/payments/")+`"}`, first.Body.String())
+	require.Empty(t, first.Header().Get("Idempotent-Replayed"))
+
+	retry := send(`{"amount":1200}`)
+	require.Equal(t, http.StatusCreated, retry.Code)
+	require.Equal(t, "true", retry.Header().Get("Idempotent-Replayed"))
+	require.Equal(t, first.Header().Get("Location"), retry.Header().Get("Location"))
+	require.Equal(t, first.Body.String(), retry.Body.String(), "replayed byte for byte")
+
+	reuse := send(`{"amount":9900}`)
+	require.Equal(t, http.StatusUnprocessableEntity, reuse.Code)
+	require.Equal(t, "application/problem+json", reuse.Header().Get("Content-Type"))
+	require.Contains(t, reuse.Body.String(), "key-reused")
+
+	charged := 0
+	for key, n := range provider.Charges() {
+		charged += n - before[key]
+	}
+	require.Equal(t, 1, charged, "charges made: three requests, one payment")
 }
 
 // TestLinksResolve: every relative link in the repository's Markdown names a

@@ -56,9 +56,12 @@ type Target struct {
 	Prefix string
 	// Replicas is the store's Options.Replicas.
 	Replicas int
-	// Scripts runs the scripts check: it loads the scripts and runs a
-	// claim and its release, which takes the store.
-	Scripts func(ctx context.Context) Result
+	// Sources are the scripts the scripts check loads.
+	Sources []string
+	// Claim, for the scripts check, claims key, a throwaway one, with the
+	// store (which this package does not know), and returns the claim's
+	// release.
+	Claim func(ctx context.Context, key string) (release func(context.Context) error, err error)
 }
 
 // Run runs the checks on t, in the order of their names (see
@@ -84,7 +87,7 @@ func (t *Target) Run(ctx context.Context) ([]Result, error) {
 		persistence(nodes),
 		t.replication(nodes),
 		t.cluster(ctx, nodes),
-		t.Scripts(ctx),
+		t.scripts(ctx),
 		latency(ctx, nodes[0]),
 		t.inProgress(ctx, nodes),
 	}, nil

@@ -1,6 +1,7 @@
 // Package lru is a cache bounded in bytes, each entry kept until it
 // expires, the least recently used out first when it is full. It knows
-// nothing of what it holds: the caller says what an entry costs.
+// nothing of what it holds: the caller says what an entry costs. Memo,
+// beside it, keeps a few values made once each, bounded in count.
 package lru
 
 import (

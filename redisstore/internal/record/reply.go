@@ -1,6 +1,9 @@
 package record
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Reply status codes of claim.lua and legacy.lua, the first element of
 // their reply; the scripts' header comments list the same. Keep them in
@@ -28,8 +31,8 @@ type ClaimReply struct {
 }
 
 // DecodeClaim checks the shape of a claim reply and decodes it; ok is false
-// for a reply of any other shape. This is the one place where the scripts'
-// status codes are read. legacy.lua's "the record went meanwhile" (Owned
+// for a reply of any other shape. This is the one place where a claim
+// reply is taken apart (DecodeForget is forget's). legacy.lua's "the record went meanwhile" (Owned
 // with attempt 0) decodes as Legacy: claim afresh.
 func DecodeClaim(reply any) (c ClaimReply, ok bool) {
 	r, ok := reply.([]any)
@@ -140,6 +143,18 @@ type Found struct {
 	Body     string // the completed record's outcome
 }
 
+// State is the record's state, by the names of redisstore's State:
+// "completed", "released" or "started".
+func (f *Found) State() string {
+	switch {
+	case f.Completed:
+		return "completed"
+	case f.Released:
+		return "released"
+	}
+	return "started"
+}
+
 // DecodeLookup checks the shape of lookup.lua's reply {pttl, type, value}
 // and decodes the record in it; ok is false for a reply of any other shape
 // or a string that is not a record.
@@ -174,6 +189,16 @@ func DecodeLookup(reply any) (f Found, ok bool) {
 		return f, true
 	}
 	return Found{}, false
+}
+
+// Show formats a reply a decoder refused, for an error message: in Go
+// syntax, cut after 200 bytes.
+func Show(reply any) string {
+	s := fmt.Sprintf("%#v", reply)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // pttl turns a PTTL reply into a duration; "no key" and "no expiry" become 0.

@@ -1,7 +1,8 @@
 // Package wake keeps the pub/sub connection of a store's waiters: one
 // connection, subscribed to the channels somebody waits on, closed once
 // nobody has waited for a while. Watch returns a channel that a message on
-// the Redis channel closes; what a wake-up means is the caller's.
+// the Redis channel closes, and Wait waits for it (or polls without it);
+// what a wake-up means is the caller's.
 //
 // It knows nothing of package redisstore.
 package wake

@@ -1,7 +1,7 @@
 // Package walk walks the keys under a store's prefix on every server its
-// client reaches, with SCAN (never KEYS), and reads each SCAN call's keys
-// in pipelines: the transport of redisstore's Store.Scan, which decodes
-// and filters what it reads.
+// client reaches, with SCAN (never KEYS), reads each SCAN call's keys in
+// pipelines, decodes them and keeps the records its filters select: all
+// of redisstore's Store.Scan but its public types.
 //
 // It knows nothing of package redisstore.
 package walk
@@ -25,16 +25,26 @@ const (
 	HeadLen     = 512     // bytes of each record read first: all of most started records, a completed one's code
 	StartedMax  = 1 << 20 // a started record larger than this is not read whole
 	batchValues = 4 << 20 // bytes of whole values one pipeline reads, at most (and one value)
+
+	DefaultCount = 1000 // Options.Count by default (ScanOptions.Count's)
 )
 
 // Options says what to walk and read.
 type Options struct {
 	// Prefix starts the keys to walk.
 	Prefix string
-	// Count is the COUNT hint of each SCAN call.
+	// Count is the COUNT hint of each SCAN call; 0 is DefaultCount.
 	Count int
 	// Bodies reads completed records whole, not only their head.
 	Bodies bool
+
+	// The filters (Store.Scan's ScanOptions): a record passes when it is
+	// in State ("started", "released" or "completed"; "" for any), was
+	// first claimed more than Older ago, and, with LeaseExpired, is held
+	// by nobody. Keys that are not records always pass.
+	State        string
+	Older        time.Duration
+	LeaseExpired bool
 }
 
 // Key is one key under the prefix, as read. Keys that went since SCAN
@@ -60,20 +70,31 @@ type Key struct {
 	Size int64
 	// TTL is the key's PTTL as go-redis gives it: -1 without a TTL.
 	TTL time.Duration
+
+	// Found is the record decoded (a completed one's Body as read: the
+	// head unless Whole), or nil when the key holds none, and Problem
+	// then says why (see Decode).
+	Found   *record.Found
+	Problem string
 }
 
-// Stats counts what the walk saw.
+// Stats counts what the walk saw, field for field redisstore's
+// ScanSummary (Scan converts one to the other; see there).
 type Stats struct {
-	Servers, Keys, Tombstones, Calls int
-	SlowestCall                      time.Duration
+	Servers, Keys, Records, Matched, NotRecords, Tombstones, Calls int
+	SlowestCall                                                    time.Duration
 }
 
 // Run walks every server client reaches (check.Servers) and calls fn with
-// each key under o.Prefix, stopping at fn's first error. It returns what
+// each key under o.Prefix that is not a record, and each record that
+// passes o's filters, decoded, stopping at fn's first error. It returns what
 // it counted, so far when it fails: when Redis fails, when ctx ends, or
 // for an auto-pipeliner on a cluster, which reaches no master on its own.
 func Run(ctx context.Context, client redis.Scripter, o Options, fn func(*Key) error) (Stats, error) {
 	var st Stats
+	if o.Count == 0 {
+		o.Count = DefaultCount
+	}
 	if ap, ok := client.(*redis.AutoPipeliner); ok {
 		info, err := ap.Info(ctx, "cluster").Result()
 		if err != nil {
@@ -88,7 +109,7 @@ func Run(ctx context.Context, client redis.Scripter, o Options, fn func(*Key) er
 	if err != nil {
 		return st, fmt.Errorf("redisstore: scan: %w", err)
 	}
-	w := walker{o: &o, fn: fn, st: &st}
+	w := walker{o: &o, fn: fn, st: &st, now: time.Now()}
 	for _, srv := range servers {
 		st.Servers++
 		if err := w.server(ctx, srv); err != nil {
@@ -100,9 +121,10 @@ func Run(ctx context.Context, client redis.Scripter, o Options, fn func(*Key) er
 
 // walker is one Run.
 type walker struct {
-	o  *Options
-	fn func(*Key) error
-	st *Stats
+	o   *Options
+	fn  func(*Key) error
+	st  *Stats
+	now time.Time // for Options.Older
 }
 
 // server walks one server, one SCAN call's keys at a time.
@@ -169,7 +191,7 @@ func (w *walker) batch(ctx context.Context, srv check.Server, keys []string) err
 	}
 	for i := range probes {
 		if k, ok := probes[i].key(srv); ok {
-			if err := w.fn(&k); err != nil {
+			if err := w.pass(&k); err != nil {
 				return err
 			}
 		}

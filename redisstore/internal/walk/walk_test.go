@@ -38,7 +38,8 @@ func TestRun(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		require.Equal(t, Stats{Servers: 1, Keys: 5, Tombstones: 1, Calls: st.Calls, SlowestCall: st.SlowestCall}, st)
+		require.Equal(t, Stats{Servers: 1, Keys: 5, Records: 2, Matched: 2, NotRecords: 2, Tombstones: 1,
+			Calls: st.Calls, SlowestCall: st.SlowestCall}, st)
 		require.Len(t, got, 4)
 
 		s := got[started.Record()]
@@ -46,6 +47,8 @@ func TestRun(t *testing.T) {
 		require.Equal(t, "", s.Type)
 		require.EqualValues(t, len(s.Value), s.Size)
 		require.EqualValues(t, -1, s.TTL)
+		require.Equal(t, "started", s.Found.State())
+		require.Equal(t, big, s.Found.Started.Label)
 
 		d := got[done.Record()]
 		require.Equal(t, bodies, d.Whole, "a completed record is read whole only with Bodies")
@@ -53,9 +56,13 @@ func TestRun(t *testing.T) {
 		if !bodies {
 			require.Len(t, d.Value, HeadLen)
 		}
+		require.True(t, d.Found.Completed)
+		require.Equal(t, 201, d.Found.Code)
 
-		require.Equal(t, Key{Name: hash.Record(), Server: addr, Record: true, Type: "hash"}, got[hash.Record()])
-		require.Equal(t, Key{Name: "p:other", Server: addr, Type: "list"}, got["p:other"])
+		require.Equal(t, Key{Name: hash.Record(), Server: addr, Record: true, Type: "hash",
+			Problem: "a record in the format of idemkey before 0.2, which expires with its retention"}, got[hash.Record()])
+		require.Equal(t, Key{Name: "p:other", Server: addr, Type: "list",
+			Problem: "not a key name idemkey writes (a list)"}, got["p:other"])
 	}
 
 	stop := context.Canceled
