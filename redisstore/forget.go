@@ -130,19 +130,11 @@ func (e *NameError) Is(target error) bool { return target == ErrInvalidRequest }
 
 // named returns the keys of the record named name, or a *NameError.
 func (s *Store) named(name string) (record.Keys, error) {
-	kind, k := record.NameKind(s.opts.Prefix, name)
-	why := ""
-	switch kind {
-	case record.NameRecord:
-		return k, nil
-	case record.NameTombstone:
-		why = "it is a tombstone's; name its record, without the \":t\""
-	case record.NameLegacyLease:
-		why = "it is the lease key of a record in the format before 0.2; name its record, without the \":lease\""
-	default:
-		why = "want the prefix, then a hash tag of 22 base64url characters in braces, as Scan and 'idemkey ls' show"
+	k, why := record.ParseName(s.opts.Prefix, name)
+	if why != "" {
+		return k, &NameError{Name: name, Prefix: s.opts.Prefix, Reason: why}
 	}
-	return record.Keys{}, &NameError{Name: name, Prefix: s.opts.Prefix, Reason: why}
+	return k, nil
 }
 
 func (s *Store) forget(ctx context.Context, k record.Keys, scope, key string, force bool) error {
@@ -186,11 +178,7 @@ func (s *Store) forget(ctx context.Context, k record.Keys, scope, key string, fo
 // fenced a live lease.
 func (s *Store) observeForget(ctx context.Context, scope, key string, f record.ForgetReply) {
 	e := observe.NewEvent(observe.Forgotten, scope, key)
-	if st, _, ok := record.ParseStarted(f.Record); ok {
-		e.Route, e.Attempt = st.Label, st.Attempt
-	} else if att, code, _, ok := record.ParseCompleted(f.Record); ok {
-		e.Attempt, e.Status = att, code
-	}
+	e.Route, e.Attempt, e.Status = f.Facts()
 	if f.LeaseLeft > 0 {
 		e.Problem = "forced"
 	}

@@ -90,3 +90,18 @@ func NameKind(prefix, name string) (kind int, k Keys) {
 	all := name[:n] + ":lease"
 	return kind, Keys{s: all, n: n, One: []string{all[:n]}}
 }
+
+// ParseName returns the keys of the record named name under prefix, or,
+// when name is not a record's name, why not, in words for an operator.
+func ParseName(prefix, name string) (k Keys, why string) {
+	kind, k := NameKind(prefix, name)
+	switch kind {
+	case NameRecord:
+		return k, ""
+	case NameTombstone:
+		return Keys{}, "it is a tombstone's; name its record, without the \":t\""
+	case NameLegacyLease:
+		return Keys{}, "it is the lease key of a record in the format before 0.2; name its record, without the \":lease\""
+	}
+	return Keys{}, "want the prefix, then a hash tag of 22 base64url characters in braces, as Scan and 'idemkey ls' show"
+}

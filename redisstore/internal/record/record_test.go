@@ -166,3 +166,25 @@ func TestNameKind(t *testing.T) {
 		}
 	}
 }
+
+func TestParseName(t *testing.T) {
+	k := NewKeys("idem:", "scope", "key")
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{k.Record(), true},
+		{k.Tombstone(), false},
+		{k.LegacyLease(), false},
+		{"idem:not-a-record", false},
+		{"other:" + k.Record()[len("idem:"):], false},
+	} {
+		got, why := ParseName("idem:", tc.name)
+		if tc.ok != (why == "") {
+			t.Errorf("ParseName(%q): why %q, want ok=%v", tc.name, why, tc.ok)
+		}
+		if tc.ok && got.Record() != tc.name {
+			t.Errorf("ParseName(%q) = %q", tc.name, got.Record())
+		}
+	}
+}

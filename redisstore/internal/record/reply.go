@@ -266,3 +266,16 @@ func DecodeForget(reply any) (f ForgetReply, ok bool) {
 	}
 	return ForgetReply{}, false
 }
+
+// Facts returns what a forgotten record told of its run: the label and
+// attempt of a started one, the attempt and stored status of a completed
+// one, zero values for anything else.
+func (f ForgetReply) Facts() (label string, attempt, status int) {
+	if st, _, ok := ParseStarted(f.Record); ok {
+		return st.Label, st.Attempt, 0
+	}
+	if att, code, _, ok := ParseCompleted(f.Record); ok {
+		return "", att, code
+	}
+	return "", 0, 0
+}
