@@ -251,12 +251,16 @@ func newClient(tr http.RoundTripper) *http.Client {
 	}
 }
 
-// newTransport returns a keep-alive transport sized for n workers.
+// newTransport returns a keep-alive transport sized for n workers, with at
+// most n connections per host: an attempt that finds none idle waits for one
+// rather than dialing past what the pool keeps (a dial that lost the race to
+// a returning connection would outlive its attempt, and the pool would close
+// the extra connection, leaving a socket in TIME-WAIT).
 func newTransport(n int) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = n
 	tr.MaxIdleConnsPerHost = n
-	tr.MaxConnsPerHost = 0
+	tr.MaxConnsPerHost = n
 	tr.DisableKeepAlives = false
 	return tr
 }
