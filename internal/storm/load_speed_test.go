@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -114,4 +115,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Attempts go to storm's own transport directly, not through client.Do:
+// their errors still read as client.Do's, the URL's password hidden.
+func TestTransportErrorsReadAsClientDos(t *testing.T) {
+	u := strings.Replace(closedURL(t), "http://", "http://app:s3cret@", 1)
+	rep, err := Run(t.Context(), Config{URL: u, Rate: 100, Duration: 30 * time.Millisecond, NoProbe: true, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	want := fmt.Sprintf("Post %q: dial tcp", strings.Replace(u, "s3cret", "***", 1))
+	require.Contains(t, rep.Error, want)
+	require.NotContains(t, rep.Error, "s3cret")
+
+	_, err = http.Post(u, "application/json", strings.NewReader("{}"))
+	require.ErrorContains(t, err, want, "as client.Do says it")
 }
