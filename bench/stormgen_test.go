@@ -75,22 +75,24 @@ func TestGenGoals(t *testing.T) {
 	rows := []GenRow{
 		row("storm", 1000, 999.9, 999.5, 3*time.Millisecond, 100*us, 110*us),
 		row("vegeta", 1000, 999.8, 999.4, 4*time.Millisecond, 110*us, 0),
-		row("floor", 1000, 1000, 1000, 2*time.Millisecond, 0, 0),
 		row("storm", 6000, 5990, 5980, time.Second, 60*us, 55*us),
 		row("vegeta", 6000, 5995, 5990, time.Second, 55*us, 0),
 		row("storm", 8000, 7000, 6000, time.Second, 70*us, 50*us),
 		row("vegeta", 8000, 7990, 7500, time.Second, 50*us, 0),
 	}
+	rows[0].FloorP99, rows[0].LagOverFloor = 2500*us, 500*us
+	rows[1].FloorP99, rows[1].LagOverFloor = 2500*us, 1500*us
 	got := GenGoals(rows)
 	require.Contains(t, got, "- CPU per attempt <= 1.2 x vegeta's: not met (storm / vegeta: 0.91 at 1000/s, 1.09 at 6000/s, 1.40 at 8000/s)")
 	require.Contains(t, got, "sustained (started and answered within 1 %): met: storm sustained up to 6000/s, vegeta up to 6000/s")
 	require.Contains(t, got, "- at 1000/s, achieved within 1 %: met (0.9999 of target)")
-	require.Contains(t, got, "- at 1000/s, start lag p99 <= 5ms: met (storm 3ms, vegeta 4ms, floor 2ms")
+	require.Contains(t, got, "- at 1000/s, start lag p99 <= 5ms: met (storm 3ms, vegeta 4ms; attempt latency p99 0s)")
+	require.Contains(t, got, "had p99 2.5ms: storm's own share, its p99 less the floor's, 500µs (vegeta's 1.5ms)")
 
-	rows[0].LagP99, rows[3].Throughput = 9*time.Millisecond, 5000
-	got = GenGoals(rows[:5])
+	rows[0].LagP99, rows[2].Throughput = 9*time.Millisecond, 5000
+	got = GenGoals(rows[:4])
 	require.Contains(t, got, "CPU per attempt <= 1.2 x vegeta's: met")
 	require.Contains(t, got, "sustained (started and answered within 1 %): not met: storm sustained up to 1000/s, vegeta up to 6000/s")
 	require.Contains(t, got, "start lag p99 <= 5ms: not met (storm 9ms")
-	require.Contains(t, GenGoals(rows[:3]), "sustained: not measured (rates up to 1000/s)")
+	require.Contains(t, GenGoals(rows[:2]), "sustained: not measured (rates up to 1000/s)")
 }

@@ -3,10 +3,11 @@
 // in a process of its own, each generator in a process of its own (pinned
 // to CPU 1 with taskset when it exists, the handler to CPU 0), the same
 // requests at the same rates, alternating which goes first, several
-// rounds; at 1,000/s and below a floor too, a pacer that sends nothing (the
-// start lag the machine itself gives). It prints medians (achieved rate
-// over target, answered rate over target, start lag, connections dialed,
-// CPU per request of the generator process, peak memory) and which of the
+// rounds; at 1,000/s and below, beside each generator (same CPU, same
+// time) a floor: a pacer that sends nothing, whose start lag is the
+// machine's. It prints medians (achieved rate over target, answered rate
+// over target, start lag, the floor's beside it, connections dialed, CPU
+// per request of the generator process, peak memory) and which of the
 // issue's goals the run met.
 //
 //	go -C bench run ./cmd/stormgen -rates 1000,2000,4000,6000,8000 -rounds 3 -duration 4s
@@ -142,9 +143,14 @@ func genChild(ctx context.Context, gen, url string, rate float64, d time.Duratio
 // run is one child generator run, as the parent measured it.
 type run struct {
 	bench.GenResult
-	cpu    time.Duration
-	maxRSS int64
+	cpu      time.Duration
+	maxRSS   int64
+	floorP99 time.Duration // lag p99 of the floor beside it, at floorRate and below
 }
+
+// floorRate is the highest rate at which a floor runs beside each
+// generator: the rate of issue 28's start lag goal.
+const floorRate = 1000
 
 func parent(ctx context.Context, rateList string, rounds int, d time.Duration, pin, nobind bool, compare []variant) error {
 	self, err := os.Executable()
@@ -208,9 +214,6 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 		if nobind {
 			order = append(order, "vegeta-nobind")
 		}
-		if rate <= 1000 {
-			order = append(order, "floor")
-		}
 		for round := range rounds {
 			if round%2 == 1 {
 				slices.Reverse(order)
@@ -227,6 +230,18 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 				if err != nil {
 					return err
 				}
+				// At the lag goal's rate, a floor beside the generator:
+				// on its CPU, at the same time, so that both see the same
+				// machine.
+				var floor *exec.Cmd
+				var floorOut strings.Builder
+				if rate <= floorRate {
+					floor = command("1", self, "-gen", "floor", "-rate", fmt.Sprint(rate), "-duration", d.String())
+					floor.Stdout, floor.Stderr = &floorOut, os.Stderr
+					if err := floor.Start(); err != nil {
+						return err
+					}
+				}
 				c := command("1", bin, "-gen", child, "-url", url, "-rate", fmt.Sprint(rate), "-duration", d.String())
 				c.Stderr = os.Stderr
 				b, err := c.Output()
@@ -238,6 +253,16 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 					return fmt.Errorf("%s at %v/s: %w: %q", gen, rate, err, b)
 				}
 				r.Generator = gen
+				if floor != nil {
+					if err := floor.Wait(); err != nil {
+						return fmt.Errorf("floor beside %s at %v/s: %w", gen, rate, err)
+					}
+					var f bench.GenResult
+					if err := json.Unmarshal([]byte(floorOut.String()), &f); err != nil {
+						return fmt.Errorf("floor beside %s at %v/s: %w: %q", gen, rate, err, floorOut.String())
+					}
+					r.floorP99 = f.LagP99
+				}
 				after, err := conns()
 				if err != nil {
 					return err
@@ -249,10 +274,14 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 					r.maxRSS = ru.Maxrss * 1024
 				}
 				runs[gen] = append(runs[gen], r)
-				fmt.Fprintf(os.Stderr, "  %-13s %6.0f/s round %d: sent %d, achieved %.1f/s, answered %.1f/s, lag p50 %s p99 %s, "+
+				beside := ""
+				if floor != nil {
+					beside = fmt.Sprintf(" (floor beside it %s)", r.floorP99.Round(time.Microsecond))
+				}
+				fmt.Fprintf(os.Stderr, "  %-13s %6.0f/s round %d: sent %d, achieved %.1f/s, answered %.1f/s, lag p50 %s p99 %s%s, "+
 					"%d connections, CPU %.1f µs/request, RSS %d MiB, errors %d; load average %s\n",
 					gen, rate, round+1, r.Sent, r.Achieved, r.Throughput, r.LagP50.Round(time.Microsecond),
-					r.LagP99.Round(time.Microsecond), r.Conns, cpuPer(r), r.maxRSS>>20, r.Errors, load)
+					r.LagP99.Round(time.Microsecond), beside, r.Conns, cpuPer(r), r.maxRSS>>20, r.Errors, load)
 			}
 		}
 		v := median(runs["vegeta"])
@@ -264,9 +293,6 @@ func parent(ctx context.Context, rateList string, rounds int, d time.Duration, p
 		rows = append(rows, v)
 		if nobind {
 			rows = append(rows, median(runs["vegeta-nobind"]))
-		}
-		if rate <= 1000 {
-			rows = append(rows, median(runs["floor"]))
 		}
 	}
 	fmt.Printf("%s\n1-minute load average during the runs: %s\n\n", bench.GenTable(rows), loadRange(loads))
@@ -390,6 +416,10 @@ func median(runs []run) bench.GenRow {
 	row.LatencyP99 = time.Duration(pick(func(r run) float64 { return float64(r.LatencyP99) }))
 	row.CPUPerRequest = time.Duration(pick(func(r run) float64 { return cpuPer(r) }) * float64(time.Microsecond))
 	row.MaxRSS = int64(pick(func(r run) float64 { return float64(r.maxRSS) }))
+	if runs[0].floorP99 > 0 {
+		row.FloorP99 = time.Duration(pick(func(r run) float64 { return float64(r.floorP99) }))
+		row.LagOverFloor = time.Duration(pick(func(r run) float64 { return float64(r.LagP99 - r.floorP99) }))
+	}
 	return row
 }
 
