@@ -3,15 +3,16 @@
 // in a process of its own, each generator in a process of its own (pinned
 // to CPU 1 with taskset when it exists, the handler to CPU 0), the same
 // requests at the same rates, alternating which goes first, several
-// rounds; at 1,000/s and below, beside each generator (same CPU, same
-// time) a floor: a pacer that sends nothing, whose start lag is the
-// machine's. It prints medians (achieved rate over target, answered rate
+// rounds; at 1,000/s and below (-floor-up-to), beside each generator
+// (same CPU, same time) a floor: a pacer that sends nothing, whose start
+// lag is the machine's. It prints medians (achieved rate over target, answered rate
 // over target, start lag, the floor's beside it, connections dialed, CPU
 // per request of the generator process, peak memory) and which of the
 // issue's goals the run met.
 //
 //	go -C bench run ./cmd/stormgen -rates 1000,2000,4000,6000,8000 -rounds 3 -duration 4s
 //	go -C bench run ./cmd/stormgen -rates 1000 -rounds 5 -duration 5s
+//	go -C bench run ./cmd/stormgen -rates 2000,4000 -floor-up-to 4000   # the machine's stalls at higher rates too
 //	go -C bench run ./cmd/stormgen -vegeta-nobind       # vegeta on a client that does not bind each connection too
 //	go -C bench run ./cmd/stormgen -compare old=/tmp/stormgen-old   # storm as another build of stormgen runs it, side by side
 //
@@ -55,6 +56,7 @@ func main() {
 		memprof  = flag.String("memprofile", "", "child: write an allocation profile of the generator run to `file`")
 		blockpro = flag.String("blockprofile", "", "child: write a block and a mutex profile (`file` and file.mutex) of the generator run")
 		traceOut = flag.String("trace", "", "child: write an execution trace of the generator run to `file`")
+		floorTo  = flag.Float64("floor-up-to", 1000, "parent: run a floor beside each generator at this `rate` and below (it takes a little of the generator's CPU)")
 	)
 	var compare []variant
 	flag.Func("compare", "parent: also run storm as the stormgen binary at `name=path` runs it (repeatable): a before/after in one run", func(s string) error {
@@ -84,7 +86,7 @@ func main() {
 		err = genChild(ctx, *gen, *url, *rate, *duration)
 		stopProfiles()
 	default:
-		err = parent(ctx, *rates, *rounds, *duration, !*noPin, *nobind, compare)
+		err = parent(ctx, *rates, *rounds, *duration, !*noPin, *nobind, compare, *floorTo)
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
@@ -145,14 +147,10 @@ type run struct {
 	bench.GenResult
 	cpu      time.Duration
 	maxRSS   int64
-	floorP99 time.Duration // lag p99 of the floor beside it, at floorRate and below
+	floorP99 time.Duration // lag p99 of the floor beside it (-floor-up-to)
 }
 
-// floorRate is the highest rate at which a floor runs beside each
-// generator: the rate of issue 28's start lag goal.
-const floorRate = 1000
-
-func parent(ctx context.Context, rateList string, rounds int, d time.Duration, pin, nobind bool, compare []variant) error {
+func parent(ctx context.Context, rateList string, rounds int, d time.Duration, pin, nobind bool, compare []variant, floorRate float64) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
