@@ -59,7 +59,7 @@ func main() {
 		floorTo  = flag.Float64("floor-up-to", 1000, "parent: run a floor beside each generator at this `rate` and below (it takes a little of the generator's CPU)")
 	)
 	var compare []variant
-	flag.Func("compare", "parent: also run storm as the stormgen binary at `name=path` runs it (repeatable): a before/after in one run", func(s string) error {
+	flag.Func("compare", "parent: also run storm as the stormgen binary at `name=path` runs it (repeatable; a stormgen with -floor-up-to or later): a before/after in one run", func(s string) error {
 		name, path, ok := strings.Cut(s, "=")
 		if !ok || name == "" || path == "" {
 			return fmt.Errorf("want name=path, got %q", s)
