@@ -286,8 +286,8 @@ func describeBody(a attempt) string {
 	if a.size == 0 {
 		return "(empty body)"
 	}
-	s := strconv.Quote(string(a.snippet))
-	if a.size > int64(len(a.snippet)) {
+	s := strconv.Quote(string(a.body()))
+	if a.size > int64(a.snipLen) {
 		s += fmt.Sprintf("...(%d bytes)", a.size)
 	}
 	return s

@@ -115,8 +115,9 @@ type Config struct {
 	// storm's keys in server logs. It must be visible ASCII.
 	KeyPrefix string
 	// Client is the HTTP client to use. When nil, Run builds a client whose
-	// transport keeps Concurrency idle keep-alive connections to the host
-	// and that does not follow redirects, and closes it at the end; the
+	// transport opens at most Concurrency keep-alive connections to the
+	// host (MaxInFlight in load mode) and that does not follow redirects,
+	// sends to that transport directly, and closes it at the end; the
 	// late probe then uses a transport of its own that opens a fresh
 	// connection for every request. A Client given here serves the probe
 	// too.

@@ -3,7 +3,6 @@ package storm
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +27,13 @@ type loadOp struct {
 	failed  bool          // a copy ended without a final answer
 }
 
+// loadKey is a key of load mode with its operation's figures, in one
+// allocation: a load run keeps every key until its report.
+type loadKey struct {
+	keyRun
+	op loadOp
+}
+
 // loader is the state of one load-mode run.
 type loader struct {
 	*runner
@@ -47,7 +53,7 @@ type loader struct {
 
 // load runs the load-mode storm: it schedules Rate*Duration operations and
 // waits for every one of them to end. It returns the operations created.
-func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l *loader) []*keyRun {
+func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun {
 	cfg := r.cfg
 	total := cfg.operations()
 	var wg sync.WaitGroup
@@ -64,8 +70,18 @@ func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	l.ops = make([]*keyRun, 0, min(total, 1<<20))
 	for i := range total {
+		// The operation is made before its time comes, so that its
+		// start waits for nothing but a worker.
 		due := time.Duration(float64(i) * every)
+		lk := &loadKey{op: loadOp{due: due}}
+		k := &lk.keyRun
+		k.op = &lk.op
+		if err := r.initKeyRun(k, i); err != nil {
+			l.err = err
+			break
+		}
 		if wait := time.Until(start.Add(due)); wait > 50*time.Microsecond {
 			timer.Reset(wait)
 			select {
@@ -76,12 +92,6 @@ func (r *runner) load(ctx context.Context, base http.Header, start time.Time, l 
 		if ctx.Err() != nil {
 			break
 		}
-		k, err := r.newKeyRun(base, i)
-		if err != nil {
-			l.err = err
-			break
-		}
-		k.op = &loadOp{due: due}
 		l.ops = append(l.ops, k)
 		select {
 		case work <- k:

@@ -1,13 +1,9 @@
 package storm
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"hash"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,7 +21,8 @@ type attempt struct {
 	oversize   bool // a replay whose body is the response-too-large problem
 	sum        [sha256.Size]byte
 	size       int64
-	snippet    []byte
+	snippet    [snippetLen]byte // the body's first bytes (snipLen of them)
+	snipLen    uint8
 	latency    time.Duration
 	start      time.Duration // when it was sent, from the start of the run
 	retryAfter string
@@ -33,21 +30,28 @@ type attempt struct {
 	timeout    bool // err: the client's own timeout cut it (--timeout, --attempt-timeout)
 }
 
+// body returns the first bytes of the attempt's body.
+func (a *attempt) body() []byte { return a.snippet[:a.snipLen] }
+
 // keyRun holds one key, what its duplicates send and the attempts made for
-// it.
+// it. What its requests send but the key is shared by all keys (runner.base),
+// so that a key keeps no header map of its own: a load run keeps every key
+// until its report.
 type keyRun struct {
 	key     string
+	keyVal  [1]string // key, as the key header's values
 	body    []byte
-	header  http.Header // the request headers, the key header included
-	host    string
+	extra   http.Header   // Config.HeaderFor's headers for this key, names canonical; nil without HeaderFor
+	host    string        // the Host header's value, if one was given
 	gate    chan struct{} // closed once all duplicates were picked up
 	arrived atomic.Int64
 
 	op *loadOp // load mode's figures; nil in the burst mode
 
 	mu       sync.Mutex
-	attempts []attempt // the storm's
-	probe    []attempt // the late probe's
+	attempts []attempt  // the storm's
+	probe    []attempt  // the late probe's
+	first    [1]attempt // attempts' first array: most keys of a load run need one attempt
 }
 
 func (k *keyRun) record(a attempt, probe bool) {
@@ -67,6 +71,15 @@ type runner struct {
 	client      *http.Client
 	probeClient *http.Client
 	start       time.Time // of the storm
+
+	// transport and probeTransport are the clients' own transports, sent
+	// to directly (client.Do would copy every request's header, for
+	// redirects storm does not follow), or nil for Config.Client.
+	transport, probeTransport http.RoundTripper
+	errOp, errURL             string // for url.Error, as client.Do wraps errors
+
+	base      http.Header // the headers every request carries, before the key's own
+	keyHeader string      // Config.KeyHeader, canonical
 
 	attempts     atomic.Int64 // HTTP attempts of the storm finished (responses + errors)
 	completed    atomic.Int64 // logical (key, dup) requests finished
@@ -99,11 +112,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		probe := newTransport(cfg.connections())
 		probe.DisableKeepAlives = true // a fresh connection for every probe
 		r.probeClient = newClient(probe)
+		r.transport, r.probeTransport = tr, probe
+		r.errOp, r.errURL = cfg.Method[:1]+strings.ToLower(cfg.Method[1:]), redactedURL(target)
 	}
-	base := r.baseHeader()
+	r.base, r.keyHeader = r.baseHeader(), http.CanonicalHeaderKey(cfg.KeyHeader)
 	var keys []*keyRun
 	if !cfg.loadMode() {
-		if keys, err = r.keys(base); err != nil {
+		if keys, err = r.keys(); err != nil {
 			return nil, err
 		}
 	} else if err := r.checkHeaderFor(); err != nil {
@@ -127,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.loadMode() {
 		l = r.newLoader(start)
 		stopProgress = l.startProgress()
-		keys = r.load(ctx, base, start, l)
+		keys = r.load(ctx, start, l)
 	} else {
 		stopProgress = r.startProgress(start)
 		r.storm(ctx, keys)
@@ -186,11 +201,11 @@ func (r *runner) baseHeader() http.Header {
 }
 
 // keys generates the burst storm's keys and what each sends.
-func (r *runner) keys(base http.Header) ([]*keyRun, error) {
+func (r *runner) keys() ([]*keyRun, error) {
 	keys := make([]*keyRun, r.cfg.Keys)
 	for i := range keys {
-		k, err := r.newKeyRun(base, i)
-		if err != nil {
+		k := &keyRun{}
+		if err := r.initKeyRun(k, i); err != nil {
 			return nil, err
 		}
 		k.gate = make(chan struct{})
@@ -211,34 +226,33 @@ func (r *runner) checkHeaderFor() error {
 	return nil
 }
 
-// newKeyRun mints the i-th key and builds what its requests send. It
-// fails, wrapping ErrInvalidConfig, when Config.HeaderFor returns an
-// invalid header.
-func (r *runner) newKeyRun(base http.Header, i int) (*keyRun, error) {
+// initKeyRun mints the i-th key into k and prepares what its requests
+// send. It fails, wrapping ErrInvalidConfig, when Config.HeaderFor returns
+// an invalid header.
+func (r *runner) initKeyRun(k *keyRun, i int) error {
 	cfg := r.cfg
-	k := &keyRun{key: cfg.KeyPrefix + newKey()}
+	k.key = cfg.KeyPrefix + newKey()
+	k.keyVal[0] = k.key
+	k.attempts = k.first[:0]
 	k.body = cfg.Body
 	if cfg.BodyFor != nil {
 		k.body = cfg.BodyFor(k.key, i)
 	}
-	h := base.Clone()
+	k.host = r.base.Get("Host")
 	if cfg.HeaderFor != nil {
 		extra := cfg.HeaderFor(k.key, i)
 		if err := checkHeader(extra); err != nil {
-			return nil, fmt.Errorf("%w: headers of key %d: %v", ErrInvalidConfig, i, err)
+			return fmt.Errorf("%w: headers of key %d: %v", ErrInvalidConfig, i, err)
 		}
+		k.extra = make(http.Header, len(extra))
 		for name, values := range extra {
-			h[http.CanonicalHeaderKey(name)] = values
+			k.extra[http.CanonicalHeaderKey(name)] = values
+		}
+		if _, ok := k.extra["Host"]; ok {
+			k.host = k.extra.Get("Host")
 		}
 	}
-	if len(k.body) > 0 && h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
-	}
-	k.host = h.Get("Host")
-	h.Del("Host")
-	h.Set(cfg.KeyHeader, k.key)
-	k.header = h
-	return k, nil
+	return nil
 }
 
 // newClient returns a client on tr that does not follow redirects.
@@ -251,12 +265,16 @@ func newClient(tr http.RoundTripper) *http.Client {
 	}
 }
 
-// newTransport returns a keep-alive transport sized for n workers.
+// newTransport returns a keep-alive transport sized for n workers, with at
+// most n connections per host: an attempt that finds none idle waits for one
+// rather than dialing past what the pool keeps (a dial that lost the race to
+// a returning connection would outlive its attempt, and the pool would close
+// the extra connection, leaving a socket in TIME-WAIT).
 func newTransport(n int) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = n
 	tr.MaxIdleConnsPerHost = n
-	tr.MaxConnsPerHost = 0
+	tr.MaxConnsPerHost = n
 	tr.DisableKeepAlives = false
 	return tr
 }
@@ -383,117 +401,4 @@ func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
 			r.retries.Add(1)
 		}
 	}
-}
-
-// send sends one HTTP request for k, bounded by rctx. ok is false when ctx
-// (the storm's) was cancelled, in which case the attempt is not recorded.
-func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attempt, ok bool) {
-	req := r.newRequest(rctx, k)
-	client := r.client
-	if probe {
-		client = r.probeClient
-	}
-
-	r.inFlight.Add(1)
-	defer r.inFlight.Add(-1)
-	start := time.Now()
-	a.start = start.Sub(r.start)
-	resp, err := client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return attempt{}, false
-		}
-		a.err, a.latency, a.timeout = err, time.Since(start), rctx.Err() != nil
-		return a, true
-	}
-	a.status = resp.StatusCode
-	a.replay = strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true")
-	a.retryAfter = resp.Header.Get("Retry-After")
-	s := sinks.Get().(*sink)
-	s.reset(a.replay && isProblem(resp.Header.Get("Content-Type")))
-	a.size, err = io.CopyBuffer(s, resp.Body, s.buf)
-	_ = resp.Body.Close()
-	a.latency = time.Since(start)
-	if err != nil {
-		sinks.Put(s)
-		if ctx.Err() != nil {
-			return attempt{}, false
-		}
-		a.err, a.timeout = fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), rctx.Err() != nil
-		return a, true
-	}
-	s.h.Sum(a.sum[:0])
-	if len(s.snip) > 0 {
-		a.snippet = append([]byte(nil), s.snip...)
-	}
-	a.oversize = s.problem != nil && isTooLarge(s.problem, a.status)
-	sinks.Put(s)
-	return a, true
-}
-
-// newRequest builds an attempt's request for k, as http.NewRequest would
-// but without parsing the URL again: the URL and the header are shared by
-// the attempts, read-only (net/http modifies neither).
-func (r *runner) newRequest(ctx context.Context, k *keyRun) *http.Request {
-	req := &http.Request{
-		Method: r.cfg.Method, URL: r.target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: k.header, Host: r.target.Host, Body: http.NoBody, GetBody: noBody,
-	}
-	if k.host != "" {
-		req.Host = k.host
-	}
-	if n := len(k.body); n > 0 {
-		body := k.body
-		req.ContentLength = int64(n)
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	return req.WithContext(ctx)
-}
-
-func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
-
-// sink takes in a response body: its SHA-256, its first snippetLen bytes
-// and, for a problem document, up to maxProblemBytes+1 of it. Sinks are
-// pooled, with their copy buffers, to keep the generator's work per attempt
-// small.
-type sink struct {
-	h       hash.Hash
-	buf     []byte
-	snip    []byte
-	problem []byte
-	keep    bool // keep the problem document
-}
-
-var sinks = sync.Pool{New: func() any {
-	return &sink{h: sha256.New(), buf: make([]byte, 16<<10), snip: make([]byte, 0, snippetLen)}
-}}
-
-func (s *sink) reset(problem bool) {
-	s.h.Reset()
-	s.snip = s.snip[:0]
-	s.problem = s.problem[:0]
-	s.keep = problem
-	if !problem {
-		s.problem = nil
-	}
-}
-
-func (s *sink) Write(p []byte) (int, error) {
-	s.h.Write(p)
-	if room := snippetLen - len(s.snip); room > 0 {
-		s.snip = append(s.snip, p[:min(room, len(p))]...)
-	}
-	if s.keep {
-		if room := maxProblemBytes + 1 - len(s.problem); room > 0 {
-			s.problem = append(s.problem, p[:min(room, len(p))]...)
-		}
-	}
-	return len(p), nil
-}
-
-// isProblem reports whether a Content-Type is application/problem+json.
-func isProblem(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/problem+json"
 }

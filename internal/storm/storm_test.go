@@ -727,7 +727,8 @@ func TestRetryable(t *testing.T) {
 
 func TestClassifyKey(t *testing.T) {
 	mk := func(status int, body string, replay bool) attempt {
-		a := attempt{status: status, replay: replay, snippet: []byte(body), size: int64(len(body))}
+		a := attempt{status: status, replay: replay, size: int64(len(body))}
+		a.snipLen = uint8(copy(a.snippet[:], body))
 		a.sum = sha256.Sum256([]byte(body))
 		return a
 	}
