@@ -128,17 +128,20 @@ func (s *slowServer) counts() (keys, executions, multi int) {
 
 // A dependency slow for the operations of second 1 of a six-second run:
 // the clients' attempts time out and are retried with the same key, so
-// amplification rises above 1 there (and in the next second, where the
-// retries go), not before, nor once the retries are over; and every
-// operation still ran exactly once.
+// amplification rises above 1 in the next second, where the retries go,
+// not before, nor once the retries are over; and every operation still
+// ran exactly once. The attempt timeout (1s) is far above
+// what a fast answer takes even on a stalled machine, and the slow runs
+// (2.5s) far above it: with 400ms and 1.2s, a fast answer delayed by a
+// busy machine timed out too (25 timeouts for 20 slow operations).
 func TestLoadSlowWindowAmplifies(t *testing.T) {
 	const rate = 20
-	fake := &slowServer{from: 1 * rate, to: 2 * rate, slow: 1200 * time.Millisecond, entries: map[string]*entry{}, executions: map[string]int{}}
+	fake := &slowServer{from: 1 * rate, to: 2 * rate, slow: 2500 * time.Millisecond, entries: map[string]*entry{}, executions: map[string]int{}}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 
 	args := []string{"--url", srv.URL, "--rate", strconv.Itoa(rate), "--duration", "6s",
-		"--attempt-timeout", "400ms", "--backoff", "10ms,50ms", "--retries", "30", "--body", `{"n":{n}}`}
+		"--attempt-timeout", "1s", "--backoff", "10ms,50ms", "--retries", "30", "--body", `{"n":{n}}`}
 	code, j, stderr := runLoadJSON(t, args...)
 	if code != 0 {
 		_, text, _ := runCommand(t, args...)
@@ -175,9 +178,10 @@ func TestLoadSlowWindowAmplifies(t *testing.T) {
 	s := j.Timeline[1] // the slow window
 	require.Equal(t, rate, s.Operations)
 	require.GreaterOrEqual(t, s.Timeouts, rate/2, "the slow operations' first attempts time out")
-	require.Greater(t, *s.Amplification, 1.5)
+	// Their retries come a second later, after the attempt timeout.
+	require.Greater(t, *j.Timeline[2].Amplification, 1.5)
 	require.Greater(t, *s.P50MS, 1000.0, "latency from the scheduled start")
-	require.Less(t, *j.Timeline[0].P50MS, 400.0)
+	require.Less(t, *j.Timeline[0].P50MS, 1000.0)
 }
 
 // doubleServer runs a key again when a retry comes before the first run
