@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -108,11 +107,6 @@ type Exchange struct {
 	body  body
 	super supervision
 }
-
-// body is the request body the handler reads: the bytes read before the claim.
-type body struct{ bytes.Reader }
-
-func (*body) Close() error { return nil }
 
 // supervision ends the lease's supervision and the shutdown watch together.
 type supervision struct {
@@ -306,149 +300,6 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 	return x
 }
 
-// Finish ends the exchange once the handler is done: panicked is nil if it
-// returned, else what Run recovered (the panic value, or errExited for a
-// handler that called runtime.Goexit). It stops the lease's heartbeat,
-// then either stores the outcome, trying for up to the longer of Timeout
-// and the store's lease, or, when there is none to store (a panic, an
-// early exit, a hijacked connection, Abandon, a status Final refuses),
-// ends the lease without one: Interrupt if the run was cut off (its
-// context cancelled by Shutdown, MaxDuration or a lost lease), which keeps
-// the record for the retry's takeover, else Release. Last it sends the
-// held-back response, unless panicked is set or the handler abandoned the
-// exchange (a streamed or hijacked response has gone out already). It does
-// not re-panic: Run does. Adapters call Run, which calls Finish.
-func (x *Exchange) Finish(panicked any) {
-	x.stop()
-	defer x.cancel(nil)
-	h, rec := x.h, x.Recorder
-	rec.Commit()
-
-	// The side effect has happened: storing its outcome is worth waiting for
-	// up to the lease (no one else may take the key over before it ends),
-	// or Timeout if longer. The response is held back meanwhile.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), max(h.o.Timeout, h.lease))
-	defer cancel()
-	l := x.info.Lease
-	kind, err := observe.Completed, error(nil)
-	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
-		kind = observe.Released
-		err = x.giveUp(ctx, panicked)
-	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
-		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
-			"status", rec.status, "err", err)
-	} else if errors.Is(err, redisstore.ErrLeaseLost) {
-		kind = observe.Fenced
-		h.o.Logger.Warn("idemkey: outcome not stored: the lease was lost (another attempt took the key over while this one ran)",
-			"status", rec.status, "attempt", l.Attempt)
-	} else if err != nil {
-		kind = observe.NotStored
-		h.o.Logger.Error("idemkey: outcome may not be stored (Redis did not confirm it): a retry gets the replay if the write landed, "+
-			"else, after the lease, runs the handler again unless it resumes from a checkpoint; the response was sent anyway",
-			"status", rec.status, "err", err)
-	}
-	if h.obs != nil {
-		h.observeFinish(x, kind, err)
-	}
-	if panicked == nil && !x.abandoned {
-		rec.flushHeld()
-		x.answered = true
-	}
-}
-
-// giveUp ends the lease of a run that gave no final answer. A run whose
-// context was cancelled (Shutdown, MaxDuration, a lost lease) was cut off
-// and may have done its side effect: its record is kept and only the lease
-// ends (Interrupt), so the retry takes it over as the next attempt, with the
-// last checkpoint. Any other run (a 5xx, a panic) says it committed nothing:
-// the key is released (a record with history keeps it even so).
-func (x *Exchange) giveUp(ctx context.Context, panicked any) error {
-	h, l := x.h, x.info.Lease
-	if panicked != nil {
-		h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
-	}
-	if cause := context.Cause(x.Request.Context()); cause != nil {
-		err := l.Interrupt(ctx)
-		switch {
-		case err == nil:
-			h.o.Logger.Warn("idemkey: the run was cut off before it answered; its record is kept, so a retry takes it over as the next attempt",
-				"cause", cause, "attempt", l.Attempt)
-		case errors.Is(err, redisstore.ErrLeaseLost):
-			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and another attempt has taken its key over", "cause", cause, "attempt", l.Attempt)
-		default:
-			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and ending its lease failed; the key stays held until the lease ends",
-				"cause", cause, "err", err)
-		}
-		return err
-	}
-	err := l.Release(ctx)
-	if err != nil {
-		h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
-	}
-	return err
-}
-
-// Abandon says the handler gave no answer (it returned an error to the
-// framework without writing, as Gin handlers do with c.Error): Finish
-// releases the key and sends nothing, and the caller answers the request.
-func (x *Exchange) Abandon() { x.abandoned = true }
-
-// Answered reports whether Finish sent the handler's response (or it was
-// streamed): the response on the wire is the stored one and must not change.
-func (x *Exchange) Answered() bool { return x.answered || x.Recorder.streaming }
-
-// encode turns the recorded response into the stored outcome.
-func (h *Guard) encode(rec *Recorder) redisstore.Response {
-	hdr := rec.storedHeader()
-	body := rec.body
-	if rec.oversize {
-		p := problemResponseTooLarge.with(fmt.Sprintf(detailResponseTooLarge, rec.size, h.o.MaxResponseBytes))
-		p.status = rec.status
-		body = p.body(h.o.ProblemBase)
-		hdr = hdr.Clone() // may be the snapshot itself
-		for _, k := range describeBody {
-			delete(hdr, k)
-		}
-		hdr.Set("Content-Type", "application/problem+json")
-	}
-	return redisstore.Response{Code: rec.status, Body: h.o.codec.Append(nil, hdr, body, rec.oversize)}
-}
-
-// replay writes a stored outcome with Idempotent-Replayed: true.
-func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
-	resp, err := h.o.codec.Decode(stored.Code, stored.Body)
-	if errors.Is(err, ErrUnknownDictionary) {
-		h.o.Logger.Error("idemkey: stored response compressed with a dictionary that Options.Dictionaries no longer holds; keep a replaced dictionary for the retention", "err", err)
-		h.fail(w, &problemStoredUnreadable)
-		return
-	}
-	if err != nil {
-		h.o.Logger.Error("idemkey: stored response unreadable", "err", err)
-		h.fail(w, &problemStoredUnreadable)
-		return
-	}
-	hdr := w.Header()
-	for k, v := range resp.Header {
-		hdr[k] = v
-	}
-	hdr.Set("Idempotent-Replayed", "true")
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
-}
-
-// expired answers a retry whose outcome expired but whose tombstone remains:
-// the original status, with a response-expired problem, as a replay.
-func (h *Guard) expired(w http.ResponseWriter, e *redisstore.ExpiredError) {
-	status := e.Code
-	if status < 200 || status > 599 {
-		status = http.StatusGone
-	}
-	w.Header().Set("Idempotent-Replayed", "true")
-	p := problemResponseExpired
-	p.status = status
-	p.write(w, h.o.ProblemBase)
-}
-
 // scope returns the caller's scope, or the problem to answer.
 func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
 	scope, err := h.o.Scope(r, c)
@@ -500,59 +351,4 @@ func (h *Guard) fail(w http.ResponseWriter, p *problem) {
 
 func (h *Guard) keyProblem(detail string) *problem {
 	return problemKeyMalformed.with(fmt.Sprintf(detailKeyMalformed, h.o.Header, detail, MaxKeyLen))
-}
-
-// readBody reads the whole request body, within MaxBodyBytes and
-// BodyTimeout, before anything is claimed: a body that is too large, too
-// slow or cut short never holds a key.
-func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
-	if r.ContentLength > h.o.MaxBodyBytes {
-		return nil, h.tooLarge()
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout)) == nil {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	}
-	body, err := readAll(r.Body, r.ContentLength, h.o.MaxBodyBytes+1)
-	_ = r.Body.Close()
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, &problemBodyTimeout
-	case err != nil:
-		return nil, &problemBodyUnreadable
-	case int64(len(body)) > h.o.MaxBodyBytes:
-		return nil, h.tooLarge()
-	}
-	return body, nil
-}
-
-func (h *Guard) tooLarge() *problem {
-	return problemBodyTooLarge.with(fmt.Sprintf(detailBodyTooLarge, h.o.MaxBodyBytes))
-}
-
-// readAll reads r to its end, or to limit bytes, into a buffer sized for a
-// body of n bytes (when n >= 0), so a body of known length costs one
-// allocation.
-func readAll(r io.Reader, n, limit int64) ([]byte, error) {
-	if n < 0 || n >= limit {
-		n = 511
-	}
-	b := make([]byte, 0, n+1) // +1: room to see EOF (or an overlong body) without growing
-	for int64(len(b)) < limit {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		k, err := r.Read(b[len(b):min(int64(cap(b)), limit)])
-		b = b[:len(b)+k]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-	return b, nil
 }
