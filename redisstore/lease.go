@@ -24,13 +24,18 @@ type Lease struct {
 	req       Request
 	keys      record.Keys
 	token     string
-	tokenArg  any // token, boxed once
+	tokenArg  any // &token: a pointer, so that it costs no allocation in a call's arguments
 	fp        [record.FPLen]byte
 	label     string       // the record's: the first claim's label
 	createdMS int64        // the record's: when it was first claimed
 	flight    *flight      // this process's flight for the key, when collapsing
 	ret       *retention   // the record's retention: the request's, or the store's
 	sign      atomic.Int64 // unix nanos of the last acknowledged sign of life
+
+	// The started record the claim sends, in startedBuf when it fits: the
+	// claim's arguments point at it, which costs no allocation.
+	started    script.Bytes
+	startedBuf [128]byte
 
 	// Attempt is 1 for a fresh claim, plus one per takeover.
 	Attempt int
@@ -54,14 +59,19 @@ type Lease struct {
 // too few replicas acknowledged it.
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	s := l.store
-	rec := record.AppendCompleted(make([]byte, 0, record.OffCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
-	keys, args := l.keys.One, []any{rec, l.tokenArg}
+	rec := script.Bytes(record.AppendCompleted(make([]byte, 0, record.OffCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body))
+	keys, args := l.keys.One, [4]any{&rec, l.tokenArg}
+	argv := args[:2]
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
-		args = append(args, record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.tombstone)
+		args[2], args[3] = record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.tombstone
+		argv = args[:4]
 	}
 	err := persist(ctx, func() error {
-		reply, err := s.call(ctx, nil, completeScript, keys, args...)
+		reply, err := s.call(ctx, nil, completeScript, keys, argv...)
+		if err == nil {
+			return owned("complete", reply, nil) // not ownedReplicated: its errors.As costs an allocation
+		}
 		return ownedReplicated("complete", reply, err)
 	})
 	if err == nil || errors.Is(err, ErrNotReplicated) {
@@ -105,6 +115,14 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 	l.ended(nil)
 	return err
 }
+
+// handBacker is a Lease as the claim's script.Lost: a *Lease converts to
+// it at no cost, where the method value l.handBack would be an allocation
+// per claim.
+type handBacker Lease
+
+// Lost hands the claim back (handBack).
+func (h *handBacker) Lost() { (*Lease)(h).handBack() }
 
 // handBack gives back, in the background, a claim whose answer was lost:
 // Redis may have run it, and nobody will run the operation on it. It tries

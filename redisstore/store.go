@@ -335,7 +335,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 func (s *Store) newLease(req Request) *Lease {
 	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
 		fp: record.Fingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli(), ret: s.retentionOf(req.Retention)}
-	l.tokenArg = l.token
+	l.tokenArg = &l.token // a pointer goes into an interface without an allocation
 	return l
 }
 
@@ -349,20 +349,22 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
 	}
-	rec := record.AppendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, l.ret.threshold,
+	l.started = record.AppendStarted(l.startedBuf[:0], &l.fp, l.token, l.ret.threshold,
 		&record.Started{Attempt: 1, Label: l.label, CreatedMS: l.createdMS})
-	args := []any{rec, l.ret.ms}
+	args := [3]any{&l.started, l.ret.ms, "ttl"} // "ttl": a replay says how long the record lives, for the cache
+	argv := args[:2]
 	if s.cache != nil {
-		args = append(args, "ttl") // a replay says how long the record lives, for the cache
+		argv = args[:3]
 	}
+	lost := (*handBacker)(l)
 	start := time.Now()
-	reply, err := s.call(ctx, l.handBack, claimScript, keys, args...)
+	reply, err := s.call(ctx, lost, claimScript, keys, argv...)
 	c, err := s.claimed(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, rec, l.ret.ms, l.req.Fingerprint)
+		reply, err = s.call(ctx, lost, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, &l.started, l.ret.ms, l.req.Fingerprint)
 		c, err = s.claimed(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
-			reply, err = s.call(ctx, l.handBack, claimScript, keys, args...)
+			reply, err = s.call(ctx, lost, claimScript, keys, argv...)
 			c, err = s.claimed(l, reply, err, start)
 		}
 	}
@@ -370,10 +372,10 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 }
 
 // call runs script on keys within ctx (see script.Runner.Run). lost, if not
-// nil, is called when the call failed without an answer from Redis, so
+// nil, is told when the call failed without an answer from Redis, so
 // that Redis may have run it: at once, or when a call given up on at ctx's
-// end ends.
-func (s *Store) call(ctx context.Context, lost func(), sc *script.Script, keys []string, args ...any) (any, error) {
+// end ends. It keeps neither keys nor args.
+func (s *Store) call(ctx context.Context, lost script.Lost, sc *script.Script, keys []string, args ...any) (any, error) {
 	return s.runner.Run(ctx, sc, keys, lost, args...)
 }
 
