@@ -17,6 +17,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore/internal/lru"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
+	"github.com/idemkey/idemkey/redisstore/internal/timers"
 	"github.com/idemkey/idemkey/redisstore/internal/wake"
 )
 
@@ -163,10 +164,11 @@ type Store struct {
 	rets retentions
 
 	flights flights
-	cache   *replayCache   // nil without Options.ReplayCacheBytes
-	wake    *wake.Waker    // nil when the client cannot subscribe
-	env     *check.Startup // the start-up check of maxmemory-policy
-	out     *script.Outage // a Redis that refuses connections
+	beats   *timers.Queue[*supervision] // every supervised lease's next beat or MaxDuration
+	cache   *replayCache                // nil without Options.ReplayCacheBytes
+	wake    *wake.Waker                 // nil when the client cannot subscribe
+	env     *check.Startup              // the start-up check of maxmemory-policy
+	out     *script.Outage              // a Redis that refuses connections
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -221,7 +223,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{client: client, opts: opts}
+	s := &Store{client: client, opts: opts, beats: timers.New((*supervision).fire)}
 	s.ret = s.newRetention(opts.Retention)
 	s.out = script.NewOutage(client, claimScript, opts.Logger)
 	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
