@@ -41,9 +41,13 @@ type Guard struct {
 	hintOrder sync.Once        // the hint about the order of middleware, logged once per Guard
 	obs       observe.Observer // the store's; nil when nobody observes
 	lease     time.Duration    // the store's
-	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
-	// still running are then cancelled. Nil without Options.Shutdown.
-	cutoff context.Context
+	// running is cancelled ShutdownGrace after Options.Shutdown: the
+	// handlers still running are then cancelled. Nil without
+	// Options.Shutdown.
+	running *running
+	// The deadlines of the Redis calls: a claim's (Timeout) and a
+	// completion's (the longer of Timeout and the lease).
+	claimClock, finishClock *clock
 }
 
 // New returns a Guard on store. It panics if store is nil, opts holds a
@@ -65,16 +69,16 @@ func New(store *redisstore.Store, opts Config) *Guard {
 		omit[k] = true
 	}
 	so := store.Options()
-	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease}
+	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease,
+		claimClock: newClock(o.Timeout), finishClock: newClock(max(o.Timeout, so.Lease))}
 	if o.Shutdown != nil {
-		cutoff, cut := context.WithCancel(context.Background())
-		h.cutoff = cutoff
+		h.running = &running{}
 		context.AfterFunc(o.Shutdown, func() {
 			if o.ShutdownGrace < 0 {
-				cut()
+				h.running.cutAll()
 				return
 			}
-			time.AfterFunc(o.ShutdownGrace, cut)
+			time.AfterFunc(o.ShutdownGrace, h.running.cutAll)
 		})
 	}
 	return h
@@ -95,30 +99,47 @@ type Exchange struct {
 	h         *Guard
 	info      *Info
 	cancel    context.CancelCauseFunc
-	stop      func() // ends the lease's supervision
+	supervise func() // ends the lease's supervision
 	abandoned bool
 	answered  bool
 	route     string    // for the observer
 	started   time.Time // for the observer
 
-	// One allocation for the exchange and what it hands out.
-	rec   Recorder
-	inf   Info
-	body  body
-	super supervision
+	prev, next *Exchange // in the Guard's running list, when linked
+	linked     bool
+
+	// One allocation for the exchange and what it hands out: the
+	// recorder, the Info and the body of the handler's request, the values
+	// of its context, and the context of the completion's Redis call.
+	rec  Recorder
+	inf  Info
+	body body
+	vals runValues
+	call callCtx
 }
 
-// supervision ends the lease's supervision and the shutdown watch together.
-type supervision struct {
-	shutdown      func() bool
-	stopSupervise func()
+// runValues is the values of a run's context: the request's (without its
+// cancellation) and the run's Info, in one value inside the exchange,
+// where context.WithValue would be one more allocation.
+type runValues struct {
+	context.Context // context.WithoutCancel of the request's
+	info            *Info
 }
 
-func (s *supervision) stop() {
-	if s.shutdown != nil {
-		s.shutdown()
+// Value returns the run's Info for ctxKey, else the request's value.
+func (v *runValues) Value(key any) any {
+	if key == (ctxKey{}) {
+		return v.info
 	}
-	s.stopSupervise()
+	return v.Context.Value(key)
+}
+
+// stop ends the lease's supervision and the shutdown's watch over the run.
+func (x *Exchange) stop() {
+	if x.h.running != nil {
+		x.h.running.remove(x)
+	}
+	x.supervise()
 }
 
 // Begin does everything before the application handler runs. It returns:
@@ -260,9 +281,23 @@ func (h *Guard) claimFailed(w http.ResponseWriter, r *http.Request, n *note, err
 // claim claims req; in wait mode, while the key is in progress, it waits up
 // to Options.Wait for the owner's outcome (redisstore.Store.Await).
 func (h *Guard) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
-	cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
-	c, err := h.store.Claim(cctx, req)
-	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err // the client has gone: claim nothing for nobody
+	}
+	var (
+		c   *redisstore.Claim
+		err error
+	)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(time.Now().Add(h.o.Timeout)) {
+		// The request's own deadline comes first: it bounds the claim.
+		cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+		c, err = h.store.Claim(cctx, req)
+		cancel()
+	} else {
+		cctx := &callCtx{}
+		cctx.init(ctx, h.claimClock)
+		c, err = h.store.Claim(cctx, req)
+	}
 	if h.o.Wait == 0 || !errors.Is(err, redisstore.ErrInProgress) {
 		return c, err
 	}
@@ -282,7 +317,8 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 	// or its retry would run it again. The handler's context keeps the
 	// request's values and is cancelled only by a lost lease, MaxDuration
 	// or Options.Shutdown.
-	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, x.info))
+	x.vals = runValues{Context: context.WithoutCancel(r.Context()), info: x.info}
+	ctx, cancel := context.WithCancelCause(&x.vals)
 	x.cancel = cancel
 	x.Request = r.WithContext(ctx)
 	x.body.Reset(data)
@@ -291,11 +327,9 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 	x.rec.init(w, h.o.MaxResponseBytes, h.omit)
 	x.Recorder = &x.rec
 
-	x.super.stopSupervise = l.Supervise(cancel)
-	x.stop = x.super.stopSupervise
-	if h.cutoff != nil {
-		x.super.shutdown = context.AfterFunc(h.cutoff, func() { cancel(ErrShutdown) })
-		x.stop = x.super.stop
+	x.supervise = l.Supervise(cancel)
+	if h.running != nil {
+		h.running.add(x, cancel)
 	}
 	return x
 }

@@ -31,8 +31,8 @@ func (x *Exchange) Finish(panicked any) {
 	// The side effect has happened: storing its outcome is worth waiting for
 	// up to the lease (no one else may take the key over before it ends),
 	// or Timeout if longer. The response is held back meanwhile.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), max(h.o.Timeout, h.lease))
-	defer cancel()
+	x.call.init(&x.vals, h.finishClock) // the run's values, none of its cancellation
+	ctx := &x.call
 	l := x.info.Lease
 	kind, err := observe.Completed, error(nil)
 	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
