@@ -25,9 +25,8 @@ func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *probl
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout)) == nil {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	if rd := readDeadliner(w); rd != nil && rd.SetReadDeadline(time.Now().Add(h.o.BodyTimeout)) == nil {
+		defer func() { _ = rd.SetReadDeadline(time.Time{}) }()
 	}
 	body, err := readAll(r.Body, r.ContentLength, h.o.MaxBodyBytes+1)
 	_ = r.Body.Close()
@@ -40,6 +39,24 @@ func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *probl
 		return nil, h.tooLarge()
 	}
 	return body, nil
+}
+
+// readDeadliner returns the writer under w (through Unwrap, as
+// http.ResponseController looks) that can set the connection's read
+// deadline, or nil. Looking for it first spares the error that
+// ResponseController makes for a writer that cannot (httptest's).
+func readDeadliner(w http.ResponseWriter) interface{ SetReadDeadline(time.Time) error } {
+	for range 32 { // writers wrapped deeper than that are not looked through
+		switch t := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 func (h *Guard) tooLarge() *problem {

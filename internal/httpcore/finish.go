@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
@@ -38,7 +40,7 @@ func (x *Exchange) Finish(panicked any) {
 	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
 		kind = observe.Released
 		err = x.giveUp(ctx, panicked)
-	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
+	} else if err = h.complete(ctx, l, rec); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
 			"status", rec.status, "err", err)
 	} else if errors.Is(err, redisstore.ErrLeaseLost) {
@@ -101,21 +103,46 @@ func (x *Exchange) Abandon() { x.abandoned = true }
 // streamed): the response on the wire is the stored one and must not change.
 func (x *Exchange) Answered() bool { return x.answered || x.Recorder.streaming }
 
-// encode turns the recorded response into the stored outcome.
-func (h *Guard) encode(rec *Recorder) redisstore.Response {
+// encBufs are the buffers outcomes are encoded into, as *[]byte: Complete
+// copies the outcome into its record, so a buffer is free again once it
+// returns.
+var encBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooled is the largest encoding buffer kept for the next outcome.
+const maxPooled = 64 << 10
+
+// complete stores the recorded response as the lease's outcome.
+func (h *Guard) complete(ctx context.Context, l *redisstore.Lease, rec *Recorder) error {
+	buf := encBufs.Get().(*[]byte)
+	resp := h.encode(rec, (*buf)[:0])
+	err := l.Complete(ctx, resp)
+	if cap(resp.Body) <= maxPooled {
+		*buf = resp.Body[:0]
+		encBufs.Put(buf)
+	}
+	return err
+}
+
+// encode appends the recorded response's stored form to dst.
+func (h *Guard) encode(rec *Recorder, dst []byte) redisstore.Response {
 	hdr := rec.storedHeader()
 	body := rec.body
 	if rec.oversize {
 		p := problemResponseTooLarge.with(fmt.Sprintf(detailResponseTooLarge, rec.size, h.o.MaxResponseBytes))
 		p.status = rec.status
 		body = p.body(h.o.ProblemBase)
-		hdr = hdr.Clone() // may be the snapshot itself
-		for _, k := range describeBody {
-			delete(hdr, k)
+		// Without the headers that describe the body, which the problem
+		// replaces: a copy (hdr may be the snapshot itself).
+		kept := make([]hfield, 0, len(hdr)+1)
+		for _, f := range hdr {
+			if f.name != "Content-Type" && !slices.Contains(describeBody, f.name) {
+				kept = append(kept, f)
+			}
 		}
-		hdr.Set("Content-Type", "application/problem+json")
+		hdr = append(kept, hfield{"Content-Type", []string{"application/problem+json"}})
+		sortFields(hdr)
 	}
-	return redisstore.Response{Code: rec.status, Body: h.o.codec.Append(nil, hdr, body, rec.oversize)}
+	return redisstore.Response{Code: rec.status, Body: h.o.codec.appendFields(dst, hdr, body, rec.oversize)}
 }
 
 // replay writes a stored outcome with Idempotent-Replayed: true.
