@@ -147,7 +147,18 @@ func (h *Guard) encode(rec *Recorder, dst []byte) redisstore.Response {
 
 // replay writes a stored outcome with Idempotent-Replayed: true.
 func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
-	resp, err := h.o.codec.Decode(stored.Code, stored.Body)
+	hdr := w.Header()
+	body, done, err := h.o.codec.replayInto(hdr, stored.Body)
+	if !done && err == nil {
+		var resp *StoredResponse
+		if resp, err = h.o.codec.Decode(stored.Code, stored.Body); err == nil {
+			for k, v := range resp.Header {
+				hdr[k] = v
+			}
+			hdr.Set("Idempotent-Replayed", "true")
+			body = resp.Body
+		}
+	}
 	if errors.Is(err, ErrUnknownDictionary) {
 		h.o.Logger.Error("idemkey: stored response compressed with a dictionary that Options.Dictionaries no longer holds; keep a replaced dictionary for the retention", "err", err)
 		h.fail(w, &problemStoredUnreadable)
@@ -158,13 +169,8 @@ func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
 		h.fail(w, &problemStoredUnreadable)
 		return
 	}
-	hdr := w.Header()
-	for k, v := range resp.Header {
-		hdr[k] = v
-	}
-	hdr.Set("Idempotent-Replayed", "true")
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
+	w.WriteHeader(stored.Code)
+	_, _ = w.Write(body)
 }
 
 // expired answers a retry whose outcome expired but whose tombstone remains:

@@ -152,6 +152,55 @@ func decodeV2Payload(r *StoredResponse, b []byte) error {
 	return nil
 }
 
+// replayInto decodes a stored version 2 response for a replay: its headers
+// go into hdr, each replacing what hdr held, with Idempotent-Replayed:
+// true, and it returns the body. The values share one slice, where
+// Decode's map costs a map and a slice per header. done is false, with hdr
+// untouched, for a response it leaves to Decode: version 1, or headers not
+// in the order the encoder writes them. On an error hdr is untouched.
+func (c *ResponseCodec) replayInto(hdr http.Header, b []byte) (body []byte, done bool, err error) {
+	if len(b) == 0 || b[0]&^flagsV2 != responseV2 {
+		return nil, false, nil
+	}
+	payload := b[1:]
+	if b[0]&flagCompressed != 0 {
+		if payload, err = c.decompress(payload); err != nil {
+			return nil, true, err
+		}
+	}
+	n, p, ok := uvarint(payload)
+	if !ok || n > uint64(len(p)) {
+		return nil, true, ErrCorruptResponse
+	}
+	var stack [16]string
+	names := stack[:0]
+	vals := make([]string, n+1) // and Idempotent-Replayed's
+	for i := range n {
+		var k string
+		if k, p, ok = entry(p, headerNameList); !ok {
+			return nil, true, ErrCorruptResponse
+		}
+		if vals[i], p, ok = entry(p, headerValueList); !ok {
+			return nil, true, ErrCorruptResponse
+		}
+		if len(names) > 0 && k < names[len(names)-1] {
+			return nil, false, nil
+		}
+		names = append(names, k)
+	}
+	for i := 0; i < len(names); {
+		j := i + 1
+		for j < len(names) && names[j] == names[i] {
+			j++
+		}
+		hdr[names[i]] = vals[i:j:j] // an append to it copies
+		i = j
+	}
+	vals[n] = "true"
+	hdr["Idempotent-Replayed"] = vals[n:]
+	return p, true, nil
+}
+
 // entry reads a name or value: an index into table, or a literal.
 func entry(b []byte, table []string) (string, []byte, bool) {
 	n, b, ok := uvarint(b)
