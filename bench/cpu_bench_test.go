@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"net/http"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"syscall"
@@ -47,7 +48,7 @@ func BenchmarkCPU(b *testing.B) {
 			replayKeys[name] = append(replayKeys[name], key)
 		}
 		// Warm up: connections, scripts, the first GC cycles.
-		if _, err := cpuChunk(hs[name], prefix+name+"-warm-", nil); err != nil {
+		if _, err := cpuChunk(hs[name], prefix+name+"-warm-", nil, "warm-up"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,11 +57,11 @@ func BenchmarkCPU(b *testing.B) {
 	for round := 0; b.Loop(); round++ {
 		for i := range names {
 			name := names[(round+i)%len(names)]
-			first, err := cpuChunk(hs[name], prefix+name+"-"+strconv.Itoa(round)+"-", nil)
+			first, err := cpuChunk(hs[name], prefix+name+"-"+strconv.Itoa(round)+"-", nil, name+"/first")
 			if err != nil {
 				b.Fatal(err)
 			}
-			replay, err := cpuChunk(hs[name], "", replayKeys[name])
+			replay, err := cpuChunk(hs[name], "", replayKeys[name], name+"/replay")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -92,8 +93,10 @@ const (
 
 // cpuChunk serves cpuRequests requests through h on cpuWorkers goroutines,
 // first executions of fresh keys under prefix, or replays of keys, and
-// returns the process's CPU time meanwhile.
-func cpuChunk(h http.Handler, prefix string, keys []string) (time.Duration, error) {
+// returns the process's CPU time meanwhile. The goroutines carry the
+// profiler label case=label (-cpuprofile, then pprof -tagfocus): the
+// samples of the garbage collector's workers and of the runtime have none.
+func cpuChunk(h http.Handler, prefix string, keys []string, label string) (time.Duration, error) {
 	before := processCPU()
 	var (
 		wg    sync.WaitGroup
@@ -102,7 +105,7 @@ func cpuChunk(h http.Handler, prefix string, keys []string) (time.Duration, erro
 	)
 	for w := range cpuWorkers {
 		wg.Add(1)
-		go func() {
+		go pprof.Do(context.Background(), pprof.Labels("case", label), func(context.Context) {
 			defer wg.Done()
 			for i := w; i < cpuRequests; i += cpuWorkers {
 				key := prefix + strconv.Itoa(i)
@@ -116,7 +119,7 @@ func cpuChunk(h http.Handler, prefix string, keys []string) (time.Duration, erro
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return processCPU() - before, first

@@ -170,8 +170,9 @@ func honoursDeadlines(client redis.Scripter) bool {
 // stops being waited for when Config.Health finds Redis down; Run then
 // returns its Refusal.
 //
-// Run keeps neither keys nor args once it returns (it copies them where a
-// call outlives it), so a caller may build them on its stack.
+// Run keeps no slice of args once it returns (it copies it where a call
+// may outlive it, or goes to go-redis's API), so a caller may build args on
+// its stack; keys it may keep.
 func (r *Runner) Run(ctx context.Context, sc *Script, keys []string, lost Lost, args ...any) (any, error) {
 	if r.c.Observer == nil {
 		return r.bound(ctx, sc, keys, lost, args)
@@ -186,7 +187,15 @@ func (r *Runner) Run(ctx context.Context, sc *Script, keys []string, lost Lost, 
 func (r *Runner) bound(ctx context.Context, sc *Script, keys []string, lost Lost, args []any) (any, error) {
 	h := r.c.Health
 	if r.bounded {
-		reply, err := r.eval(ctx, sc, keys, args)
+		var (
+			reply any
+			err   error
+		)
+		if r.direct != nil && (r.c.Replicas == 0 || !sc.Waits) {
+			reply, err = r.evalDirect(ctx, sc, keys, args) // keeps no slice of args
+		} else {
+			reply, err = r.eval(ctx, sc, keys, slices.Clone(args))
+		}
 		if h != nil {
 			h.Ended(err)
 		}
@@ -195,15 +204,16 @@ func (r *Runner) bound(ctx context.Context, sc *Script, keys []string, lost Lost
 		}
 		return reply, err
 	}
-	// The call may outlive Run: it gets copies.
-	ckeys, cargs := slices.Clone(keys), slices.Clone(args)
+	// The call may outlive Run: it gets a copy of args (keys are the
+	// caller's to keep as they are).
+	cargs := slices.Clone(args)
 	type result struct {
 		reply any
 		err   error
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := r.eval(ctx, sc, ckeys, cargs)
+		reply, err := r.eval(ctx, sc, keys, cargs)
 		if h != nil {
 			h.Ended(err)
 		}
@@ -254,20 +264,19 @@ wait:
 }
 
 // eval runs sc on keys, with WAIT when sc Waits and the Runner has Replicas.
-// What goes to go-redis's own API gets copies of keys and args.
+// args is its own (a copy of the caller's): go-redis's API may keep it.
 func (r *Runner) eval(ctx context.Context, sc *Script, keys []string, args []any) (any, error) {
 	if r.c.Replicas == 0 || !sc.Waits {
 		if r.direct != nil {
 			return r.evalDirect(ctx, sc, keys, args)
 		}
-		return sc.Run(ctx, r.c.Client, slices.Clone(keys), slices.Clone(args)...).Result()
+		return sc.Run(ctx, r.c.Client, keys, args...).Result()
 	}
-	ckeys, cargs := slices.Clone(keys), slices.Clone(args)
 	switch c := r.c.Client.(type) {
 	case *redis.ClusterClient:
-		return r.evalCluster(ctx, c, sc, ckeys, cargs)
+		return r.evalCluster(ctx, c, sc, keys, args)
 	case *redis.Client:
-		return r.evalWait(ctx, c, false, sc, ckeys, cargs)
+		return r.evalWait(ctx, c, false, sc, keys, args)
 	}
 	return nil, fmt.Errorf("redisstore: Replicas needs a *redis.Client or *redis.ClusterClient, not %T", r.c.Client)
 }
