@@ -109,6 +109,20 @@ func TestCallCtxValues(t *testing.T) {
 	d, stop := context.WithCancel(c)
 	stop()
 	require.ErrorIs(t, d.Err(), context.Canceled)
+
+	// Past its deadline, its cause is the deadline, not its parent's
+	// (a live cancelCtx, as a server's request context is): the store's
+	// runner returns context.Cause of a call it gave up on.
+	live, stopLive := context.WithCancel(context.Background())
+	defer stopLive()
+	e := &callCtx{}
+	e.init(live, newClock(10*time.Millisecond))
+	select {
+	case <-e.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done never closed")
+	}
+	require.ErrorIs(t, context.Cause(e), context.DeadlineExceeded)
 }
 
 // TestRunning: the cutoff cancels the exchanges still linked, with cause
