@@ -2,11 +2,17 @@ package httpcore
 
 import (
 	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/redisstore"
 )
 
 // TestClock: a call's Done closes after its deadline, never before, and
@@ -152,4 +158,33 @@ func TestRunning(t *testing.T) {
 	d := start()
 	require.ErrorIs(t, context.Cause(d.ctx), ErrShutdown, "a run starting after the cutoff is cut at once")
 	require.Nil(t, s.head)
+}
+
+// TestLabel: the label is the method and the path, cut to MaxFieldLen,
+// whether it comes from the kept one or not.
+func TestLabel(t *testing.T) {
+	h := &Guard{}
+	req := func(method, path string) *http.Request {
+		return &http.Request{Method: method, URL: &url.URL{Path: path}}
+	}
+	long := "/" + strings.Repeat("p", 2000)
+	for range 3 {
+		for _, c := range []struct{ method, path string }{
+			{"POST", "/v1/payments"}, {"POST", "/v1/payments"}, {"PATCH", "/v1/payments"}, {"POST", "/v1/payments/1"},
+			{"POST", long}, {"POST", long}, {"PO", "ST /v1/payments"},
+		} {
+			want := c.method + " " + c.path
+			if len(want) > redisstore.MaxFieldLen {
+				want = want[:redisstore.MaxFieldLen]
+			}
+			require.Equal(t, want, h.label(req(c.method, c.path)))
+		}
+	}
+	for i := range 200 { // varying paths
+		p := "/v1/things/" + strconv.Itoa(i)
+		require.Equal(t, "PATCH "+p, h.label(req("PATCH", p)))
+	}
+	h.lastLabel.Store(&labelEntry{"POST", "/v1/payments", "POST /v1/payments"})
+	r := req("POST", "/v1/payments")
+	require.Zero(t, testing.AllocsPerRun(100, func() { h.label(r) }), "the kept label costs nothing")
 }
