@@ -115,7 +115,7 @@ func TestRunnerQuick(t *testing.T) {
 			require.Equal(t, cfg.AllocRuns, a.Runs)
 		}
 	}
-	for _, name := range []string{TargetFirstFloor, TargetReplayFloor, TargetServerCPU, TargetRedisCPU, TargetAllocs,
+	for _, name := range []string{TargetFirstFloor, TargetReplayFloor, TargetServerCPU, TargetRedisCPU, TargetAllocs, TargetAllocsReplay,
 		TargetPipelinedLimit, TargetPipelinedLimitP, TargetReplayBest, TargetStormCommands, TargetStormSpeedup} {
 		require.True(t, slices.ContainsFunc(res.Targets, func(c Check) bool { return c.Name == name }), name)
 	}

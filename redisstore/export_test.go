@@ -4,7 +4,7 @@ package redisstore
 
 // keepAlive runs the lease's heartbeat alone, as Supervise does but with
 // neither a context to cancel nor MaxDuration: onLost, if not nil, is
-// called once, from the heartbeat's goroutine, when the lease is lost
+// called once, from the beat's goroutine, when the lease is lost
 // (ErrLeaseLost from Redis, or no beat through before the lease ran out),
 // and the heartbeat stops. stop ends it.
-func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.heartbeat(nil, onLost).stop }
+func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.supervise(nil, onLost, 0).stop }

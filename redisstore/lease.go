@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
+	"github.com/idemkey/idemkey/redisstore/internal/timers"
 )
 
 // Lease is a caller's ownership of one record, from a successful claim until
@@ -24,13 +25,22 @@ type Lease struct {
 	req       Request
 	keys      record.Keys
 	token     string
-	tokenArg  any // token, boxed once
+	tokenArg  any // &token: a pointer, so that it costs no allocation in a call's arguments
 	fp        [record.FPLen]byte
 	label     string       // the record's: the first claim's label
 	createdMS int64        // the record's: when it was first claimed
 	flight    *flight      // this process's flight for the key, when collapsing
 	ret       *retention   // the record's retention: the request's, or the store's
 	sign      atomic.Int64 // unix nanos of the last acknowledged sign of life
+
+	// The started record the claim sends, in startedBuf when it fits: the
+	// claim's arguments point at it, which costs no allocation.
+	started    script.Bytes
+	startedBuf [128]byte
+
+	// The lease's first supervision (Supervise), inside it: no allocation.
+	sup     supervision
+	supUsed atomic.Bool
 
 	// Attempt is 1 for a fresh claim, plus one per takeover.
 	Attempt int
@@ -54,14 +64,19 @@ type Lease struct {
 // too few replicas acknowledged it.
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	s := l.store
-	rec := record.AppendCompleted(make([]byte, 0, record.OffCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body)
-	keys, args := l.keys.One, []any{rec, l.tokenArg}
+	rec := script.Bytes(record.AppendCompleted(make([]byte, 0, record.OffCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body))
+	keys, args := l.keys.One, [4]any{&rec, l.tokenArg}
+	argv := args[:2]
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
-		args = append(args, record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.tombstone)
+		args[2], args[3] = record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.tombstone
+		argv = args[:4]
 	}
 	err := persist(ctx, func() error {
-		reply, err := s.call(ctx, nil, completeScript, keys, args...)
+		reply, err := s.call(ctx, nil, completeScript, keys, argv...)
+		if err == nil {
+			return owned("complete", reply, nil) // not ownedReplicated: its errors.As costs an allocation
+		}
 		return ownedReplicated("complete", reply, err)
 	})
 	if err == nil || errors.Is(err, ErrNotReplicated) {
@@ -105,6 +120,14 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 	l.ended(nil)
 	return err
 }
+
+// handBacker is a Lease as the claim's script.Lost: a *Lease converts to
+// it at no cost, where the method value l.handBack would be an allocation
+// per claim.
+type handBacker Lease
+
+// Lost hands the claim back (handBack).
+func (h *handBacker) Lost() { (*Lease)(h).handBack() }
 
 // handBack gives back, in the background, a claim whose answer was lost:
 // Redis may have run it, and nobody will run the operation on it. It tries
@@ -185,92 +208,126 @@ func (l *Lease) DerivedKey(step string) string {
 // stops extending the lease, so a stuck operation cannot hold the key, and
 // cancels with cause ErrMaxDuration. stop ends the watch; call it when the
 // operation returns, before completing or releasing the lease.
+//
+// Nothing runs for an operation shorter than one heartbeat: the store keeps
+// every supervised lease's next beat (or MaxDuration) on one timer, so a
+// watch costs a place in that queue, not a timer or a goroutine of its own.
 func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
-	h := l.heartbeat(cancel, nil)
-	if l.store.opts.MaxDuration <= 0 {
-		return h.stop
-	}
-	over := time.AfterFunc(l.store.opts.MaxDuration, func() {
-		h.stop()
-		cancel(ErrMaxDuration)
-	})
-	return func() {
-		over.Stop()
-		h.stop()
-	}
+	return l.supervise(cancel, nil, l.store.opts.MaxDuration).stop
 }
 
-// heartbeat extends a lease every Options.Heartbeat until stopped, so that a
-// live owner is never taken over however long it runs. Each beat waits for
-// Redis a third of the interval, and a beat that fails is tried again after
-// a fifth of it: a lost beat costs little of the lease (a Redis slower than
-// a third of the interval for a whole lease loses it). When Redis says
-// the lease is lost, or the lease has run out by this process's clock with
-// no beat through, the owner is told (cancel with ErrLeaseLost, or onLost)
-// and the heartbeat stops: the owner must assume another caller has its key.
-// Nothing runs between beats: an owner that finishes within one interval
-// costs one timer. Beats use their own contexts, so cancelling the owner's
-// request does not stop them; only stop does, which waits for a beat in
-// flight and may be called more than once.
-type heartbeat struct {
+// supervision is one operation's watch over its lease (Supervise): a
+// heartbeat that extends the lease every Options.Heartbeat until stopped,
+// so that a live owner is never taken over however long it runs, and the
+// operation's MaxDuration, if any. Each beat waits for Redis a third of the
+// interval, and a beat that fails is tried again after a fifth of it: a lost
+// beat costs little of the lease (a Redis slower than a third of the
+// interval for a whole lease loses it). When Redis says the lease is lost,
+// or the lease has run out by this process's clock with no beat through,
+// the owner is told (cancel with ErrLeaseLost, or onLost) and the heartbeat
+// stops: the owner must assume another caller has its key.
+//
+// Its next deadline (beat or MaxDuration) waits in the store's queue
+// (internal/timers), whose one timer starts each beat on a goroutine of its
+// own. Beats use their own contexts, so cancelling the owner's request does
+// not stop them; only stop does, which waits for a beat in flight and may be
+// called more than once.
+type supervision struct {
 	l        *Lease
-	cancel   context.CancelCauseFunc
+	entry    timers.Entry[*supervision]
+	cancel   context.CancelCauseFunc // nil for keepAlive
 	onLost   func()
+	over     time.Time // when MaxDuration passes; zero: no bound
 	mu       sync.Mutex
 	stopped  bool
 	inflight sync.WaitGroup
-	t        *time.Timer
 }
 
-func (l *Lease) heartbeat(cancel context.CancelCauseFunc, onLost func()) *heartbeat {
-	h := &heartbeat{l: l, cancel: cancel, onLost: onLost}
-	h.mu.Lock()
-	h.t = time.AfterFunc(l.store.opts.Heartbeat, h.beat)
-	h.mu.Unlock()
-	return h
+// supervise starts a supervision of l: its first beat a heartbeat from
+// now, and MaxDuration maxDur from now if positive. The first supervision
+// of a lease is the one inside it; another (a second Supervise) is
+// allocated.
+func (l *Lease) supervise(cancel context.CancelCauseFunc, onLost func(), maxDur time.Duration) *supervision {
+	s := &l.sup
+	if !l.supUsed.CompareAndSwap(false, true) {
+		s = &supervision{}
+	}
+	s.l, s.cancel, s.onLost = l, cancel, onLost
+	now := time.Now()
+	due := now.Add(l.store.opts.Heartbeat)
+	if maxDur > 0 {
+		s.over = now.Add(maxDur)
+		due = minTime(due, s.over)
+	}
+	l.store.beats.Add(&s.entry, s, due)
+	return s
 }
 
-func (h *heartbeat) beat() {
-	h.mu.Lock()
-	if h.stopped {
-		h.mu.Unlock()
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// fire is called by the store's queue when s's deadline passes.
+func (s *supervision) fire() { go s.beat() }
+
+// beat ends the operation at MaxDuration, or extends the lease and queues
+// the next beat.
+func (s *supervision) beat() {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
 		return
 	}
-	h.inflight.Add(1)
-	h.mu.Unlock()
-	defer h.inflight.Done()
-	every := h.l.store.opts.Heartbeat
+	if !s.over.IsZero() && !time.Now().Before(s.over) {
+		s.stopped = true // no more beats: a stuck operation cannot hold the key
+		s.mu.Unlock()
+		s.cancel(ErrMaxDuration)
+		return
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+	defer s.inflight.Done()
+	every := s.l.store.opts.Heartbeat
 	ctx, cancel := context.WithTimeout(context.Background(), max(every/3, time.Millisecond))
-	err := h.l.Extend(ctx)
+	err := s.l.Extend(ctx)
 	cancel()
-	if errors.Is(err, ErrLeaseLost) || (err != nil && h.l.left() <= 0) {
-		h.lost()
+	if errors.Is(err, ErrLeaseLost) || (err != nil && s.l.left() <= 0) {
+		s.lost()
 		return
 	}
 	next := every
 	if err != nil {
 		next = max(every/5, time.Millisecond)
 	}
-	h.mu.Lock()
-	if !h.stopped {
-		h.t.Reset(next)
+	s.mu.Lock()
+	if !s.stopped {
+		due := time.Now().Add(next)
+		if !s.over.IsZero() {
+			due = minTime(due, s.over)
+		}
+		s.l.store.beats.Add(&s.entry, s, due)
 	}
-	h.mu.Unlock()
+	s.mu.Unlock()
 }
 
-func (h *heartbeat) lost() {
-	if h.cancel != nil {
-		h.cancel(ErrLeaseLost)
+func (s *supervision) lost() {
+	if s.cancel != nil {
+		s.cancel(ErrLeaseLost)
 	}
-	if h.onLost != nil {
-		h.onLost()
+	if s.onLost != nil {
+		s.onLost()
 	}
 }
 
-func (h *heartbeat) stop() {
-	h.mu.Lock()
-	h.stopped = true
-	h.t.Stop()
-	h.mu.Unlock()
-	h.inflight.Wait()
+// stop ends the supervision: no beat starts after it, and it waits for
+// one in flight.
+func (s *supervision) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.l.store.beats.Remove(&s.entry)
+	s.inflight.Wait()
 }

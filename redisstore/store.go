@@ -17,6 +17,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore/internal/lru"
 	"github.com/idemkey/idemkey/redisstore/internal/record"
 	"github.com/idemkey/idemkey/redisstore/internal/script"
+	"github.com/idemkey/idemkey/redisstore/internal/timers"
 	"github.com/idemkey/idemkey/redisstore/internal/wake"
 )
 
@@ -163,10 +164,11 @@ type Store struct {
 	rets retentions
 
 	flights flights
-	cache   *replayCache   // nil without Options.ReplayCacheBytes
-	wake    *wake.Waker    // nil when the client cannot subscribe
-	env     *check.Startup // the start-up check of maxmemory-policy
-	out     *script.Outage // a Redis that refuses connections
+	beats   *timers.Queue[*supervision] // every supervised lease's next beat or MaxDuration
+	cache   *replayCache                // nil without Options.ReplayCacheBytes
+	wake    *wake.Waker                 // nil when the client cannot subscribe
+	env     *check.Startup              // the start-up check of maxmemory-policy
+	out     *script.Outage              // a Redis that refuses connections
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -221,7 +223,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{client: client, opts: opts}
+	s := &Store{client: client, opts: opts, beats: timers.New((*supervision).fire)}
 	s.ret = s.newRetention(opts.Retention)
 	s.out = script.NewOutage(client, claimScript, opts.Logger)
 	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
@@ -335,7 +337,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 func (s *Store) newLease(req Request) *Lease {
 	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
 		fp: record.Fingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli(), ret: s.retentionOf(req.Retention)}
-	l.tokenArg = l.token
+	l.tokenArg = &l.token // a pointer goes into an interface without an allocation
 	return l
 }
 
@@ -349,20 +351,22 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
 	}
-	rec := record.AppendStarted(make([]byte, 0, 64+len(l.label)), &l.fp, l.token, l.ret.threshold,
+	l.started = record.AppendStarted(l.startedBuf[:0], &l.fp, l.token, l.ret.threshold,
 		&record.Started{Attempt: 1, Label: l.label, CreatedMS: l.createdMS})
-	args := []any{rec, l.ret.ms}
+	args := [3]any{&l.started, l.ret.ms, "ttl"} // "ttl": a replay says how long the record lives, for the cache
+	argv := args[:2]
 	if s.cache != nil {
-		args = append(args, "ttl") // a replay says how long the record lives, for the cache
+		argv = args[:3]
 	}
+	lost := (*handBacker)(l)
 	start := time.Now()
-	reply, err := s.call(ctx, l.handBack, claimScript, keys, args...)
+	reply, err := s.call(ctx, lost, claimScript, keys, argv...)
 	c, err := s.claimed(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, l.handBack, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, rec, l.ret.ms, l.req.Fingerprint)
+		reply, err = s.call(ctx, lost, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, &l.started, l.ret.ms, l.req.Fingerprint)
 		c, err = s.claimed(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
-			reply, err = s.call(ctx, l.handBack, claimScript, keys, args...)
+			reply, err = s.call(ctx, lost, claimScript, keys, argv...)
 			c, err = s.claimed(l, reply, err, start)
 		}
 	}
@@ -370,10 +374,10 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 }
 
 // call runs script on keys within ctx (see script.Runner.Run). lost, if not
-// nil, is called when the call failed without an answer from Redis, so
+// nil, is told when the call failed without an answer from Redis, so
 // that Redis may have run it: at once, or when a call given up on at ctx's
-// end ends.
-func (s *Store) call(ctx context.Context, lost func(), sc *script.Script, keys []string, args ...any) (any, error) {
+// end ends. It keeps neither keys nor args.
+func (s *Store) call(ctx context.Context, lost script.Lost, sc *script.Script, keys []string, args ...any) (any, error) {
 	return s.runner.Run(ctx, sc, keys, lost, args...)
 }
 

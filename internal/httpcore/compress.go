@@ -163,8 +163,14 @@ func (c *ResponseCodec) Compresses() (on bool, dictionary uint32) {
 // Append appends the stored form of a response to dst: version 2, its
 // payload compressed when that makes it smaller.
 func (c *ResponseCodec) Append(dst []byte, h http.Header, body []byte, omitted bool) []byte {
+	var stack [16]hfield
+	return c.appendFields(dst, fieldsOf(stack[:0], h), body, omitted)
+}
+
+// appendFields is Append with the headers as fields, sorted by name.
+func (c *ResponseCodec) appendFields(dst []byte, fs []hfield, body []byte, omitted bool) []byte {
 	start := len(dst)
-	dst = appendResponse(dst, h, body, omitted)
+	dst = appendFields(dst, fs, body, omitted)
 	if n := len(dst) - start - 1; c == nil || c.enc == nil || n < minCompress || uint64(n) > c.limit {
 		return dst // beyond the limit only with huge headers: stored as is, replayable
 	}

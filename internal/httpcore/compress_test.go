@@ -134,6 +134,20 @@ func TestResponseRoundTrip(t *testing.T) {
 					if got.Compressed { // never stored compressed unless smaller
 						require.Less(t, len(stored)-6, len(appendResponse(nil, h, body, omitted)))
 					}
+					// A replay decodes the same headers and body.
+					hdr := http.Header{"X-Outer": {"kept"}, "Content-Type": {"replaced"}}
+					rbody, done, err := c.replayInto(hdr, stored[6:])
+					require.NoError(t, err)
+					require.True(t, done)
+					require.True(t, bytes.Equal(body, rbody))
+					want := http.Header{"X-Outer": {"kept"}, "Content-Type": {"replaced"}}
+					for k, v := range h {
+						if len(v) > 0 {
+							want[k] = v
+						}
+					}
+					want["Idempotent-Replayed"] = []string{"true"}
+					require.Equal(t, want, hdr, "%s / %s / %s", cname, hname, bname)
 				}
 			}
 		}
@@ -242,7 +256,27 @@ func TestCorruptResponses(t *testing.T) {
 	} {
 		_, err := c.Decode(200, bad)
 		require.ErrorIs(t, err, ErrCorruptResponse, name)
+		// A replay either leaves it to Decode, or fails the same, with the
+		// headers untouched.
+		hdr := http.Header{"X-Outer": {"kept"}}
+		if _, done, err := c.replayInto(hdr, bad); done {
+			require.ErrorIs(t, err, ErrCorruptResponse, name)
+		} else {
+			require.NoError(t, err, name)
+		}
+		require.Equal(t, http.Header{"X-Outer": {"kept"}}, hdr, name)
 	}
+	// Headers out of the encoder's order (not written by it) are left to
+	// Decode, which takes any order.
+	unsorted := []byte{0x20, 2, 2 * 1, 3, 'b', 2 * 0, 3, 'a'} // Location: b, Content-Type: a
+	hdr := http.Header{}
+	_, done, err := c.replayInto(hdr, unsorted)
+	require.NoError(t, err)
+	require.False(t, done)
+	require.Empty(t, hdr)
+	got, err := c.Decode(200, unsorted)
+	require.NoError(t, err)
+	require.Equal(t, http.Header{"Location": {"b"}, "Content-Type": {"a"}}, got.Header)
 }
 
 // TestHeaderTablesAppendOnly holds the tables to what earlier releases

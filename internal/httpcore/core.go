@@ -8,9 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,9 +42,40 @@ type Guard struct {
 	hintOrder sync.Once        // the hint about the order of middleware, logged once per Guard
 	obs       observe.Observer // the store's; nil when nobody observes
 	lease     time.Duration    // the store's
-	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
-	// still running are then cancelled. Nil without Options.Shutdown.
-	cutoff context.Context
+	// running is cancelled ShutdownGrace after Options.Shutdown: the
+	// handlers still running are then cancelled. Nil without
+	// Options.Shutdown.
+	running *running
+	// The deadlines of the Redis calls: a claim's (Timeout) and a
+	// completion's (the longer of Timeout and the lease).
+	claimClock, finishClock *clock
+	// lastLabel is the label of a path seen before, and labelMisses
+	// counts the requests whose path was another (see label).
+	lastLabel   atomic.Pointer[labelEntry]
+	labelMisses atomic.Uint32
+}
+
+// labelEntry is a request's label for the record, with its method and path.
+type labelEntry struct{ method, path, s string }
+
+// label returns r's label, "POST /v1/payments", cut to the store's
+// MaxFieldLen (it is only shown by inspect). A route's path is the same on
+// every request more often than not: the last one is kept, so that its
+// label costs no concatenation. Paths that vary replace it only once in 64
+// requests, so that they do not pay an allocation more each.
+func (h *Guard) label(r *http.Request) string {
+	m, p := r.Method, r.URL.Path
+	if l := h.lastLabel.Load(); l != nil && l.method == m && l.path == p {
+		return l.s
+	}
+	s := m + " " + p
+	if len(s) > redisstore.MaxFieldLen {
+		s = s[:redisstore.MaxFieldLen]
+	}
+	if h.lastLabel.Load() == nil || h.labelMisses.Add(1)%64 == 0 {
+		h.lastLabel.Store(&labelEntry{m, p, s})
+	}
+	return s
 }
 
 // New returns a Guard on store. It panics if store is nil, opts holds a
@@ -66,16 +97,16 @@ func New(store *redisstore.Store, opts Config) *Guard {
 		omit[k] = true
 	}
 	so := store.Options()
-	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease}
+	h := &Guard{store: store, o: o, omit: omit, hintScope: &scopeHint, obs: so.Observer, lease: so.Lease,
+		claimClock: newClock(o.Timeout), finishClock: newClock(max(o.Timeout, so.Lease))}
 	if o.Shutdown != nil {
-		cutoff, cut := context.WithCancel(context.Background())
-		h.cutoff = cutoff
+		h.running = &running{}
 		context.AfterFunc(o.Shutdown, func() {
 			if o.ShutdownGrace < 0 {
-				cut()
+				h.running.cutAll()
 				return
 			}
-			time.AfterFunc(o.ShutdownGrace, cut)
+			time.AfterFunc(o.ShutdownGrace, h.running.cutAll)
 		})
 	}
 	return h
@@ -96,35 +127,47 @@ type Exchange struct {
 	h         *Guard
 	info      *Info
 	cancel    context.CancelCauseFunc
-	stop      func() // ends the lease's supervision
+	supervise func() // ends the lease's supervision
 	abandoned bool
 	answered  bool
 	route     string    // for the observer
 	started   time.Time // for the observer
 
-	// One allocation for the exchange and what it hands out.
-	rec   Recorder
-	inf   Info
-	body  body
-	super supervision
+	prev, next *Exchange // in the Guard's running list, when linked
+	linked     bool
+
+	// One allocation for the exchange and what it hands out: the
+	// recorder, the Info and the body of the handler's request, the values
+	// of its context, and the context of the completion's Redis call.
+	rec  Recorder
+	inf  Info
+	body body
+	vals runValues
+	call callCtx
 }
 
-// body is the request body the handler reads: the bytes read before the claim.
-type body struct{ bytes.Reader }
-
-func (*body) Close() error { return nil }
-
-// supervision ends the lease's supervision and the shutdown watch together.
-type supervision struct {
-	shutdown      func() bool
-	stopSupervise func()
+// runValues is the values of a run's context: the request's (without its
+// cancellation) and the run's Info, in one value inside the exchange,
+// where context.WithValue would be one more allocation.
+type runValues struct {
+	context.Context // context.WithoutCancel of the request's
+	info            *Info
 }
 
-func (s *supervision) stop() {
-	if s.shutdown != nil {
-		s.shutdown()
+// Value returns the run's Info for ctxKey, else the request's value.
+func (v *runValues) Value(key any) any {
+	if key == (ctxKey{}) {
+		return v.info
 	}
-	s.stopSupervise()
+	return v.Context.Value(key)
+}
+
+// stop ends the lease's supervision and the shutdown's watch over the run.
+func (x *Exchange) stop() {
+	if x.h.running != nil {
+		x.h.running.remove(x)
+	}
+	x.supervise()
 }
 
 // Begin does everything before the application handler runs. It returns:
@@ -196,11 +239,7 @@ func (h *Guard) begin(w http.ResponseWriter, r *http.Request, c any, n *note) (x
 		return nil, nil
 	}
 
-	label := r.Method + " " + r.URL.Path
-	if len(label) > redisstore.MaxFieldLen {
-		label = label[:redisstore.MaxFieldLen] // it is only shown by inspect
-	}
-	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: label, Retention: h.o.Retention}
+	req := redisstore.Request{Scope: scope, Key: key, Fingerprint: fp, Label: h.label(r), Retention: h.o.Retention}
 	cl, err := h.claim(r.Context(), req)
 	if err != nil {
 		if h.claimFailed(w, r, n, err) { // FailOpen
@@ -266,9 +305,23 @@ func (h *Guard) claimFailed(w http.ResponseWriter, r *http.Request, n *note, err
 // claim claims req; in wait mode, while the key is in progress, it waits up
 // to Options.Wait for the owner's outcome (redisstore.Store.Await).
 func (h *Guard) claim(ctx context.Context, req redisstore.Request) (*redisstore.Claim, error) {
-	cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
-	c, err := h.store.Claim(cctx, req)
-	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err // the client has gone: claim nothing for nobody
+	}
+	var (
+		c   *redisstore.Claim
+		err error
+	)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(time.Now().Add(h.o.Timeout)) {
+		// The request's own deadline comes first: it bounds the claim.
+		cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+		c, err = h.store.Claim(cctx, req)
+		cancel()
+	} else {
+		cctx := &callCtx{}
+		cctx.init(ctx, h.claimClock)
+		c, err = h.store.Claim(cctx, req)
+	}
 	if h.o.Wait == 0 || !errors.Is(err, redisstore.ErrInProgress) {
 		return c, err
 	}
@@ -288,7 +341,8 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 	// or its retry would run it again. The handler's context keeps the
 	// request's values and is cancelled only by a lost lease, MaxDuration
 	// or Options.Shutdown.
-	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), ctxKey{}, x.info))
+	x.vals = runValues{Context: context.WithoutCancel(r.Context()), info: x.info}
+	ctx, cancel := context.WithCancelCause(&x.vals)
 	x.cancel = cancel
 	x.Request = r.WithContext(ctx)
 	x.body.Reset(data)
@@ -297,156 +351,11 @@ func (h *Guard) start(w http.ResponseWriter, r *http.Request, data []byte, key s
 	x.rec.init(w, h.o.MaxResponseBytes, h.omit)
 	x.Recorder = &x.rec
 
-	x.super.stopSupervise = l.Supervise(cancel)
-	x.stop = x.super.stopSupervise
-	if h.cutoff != nil {
-		x.super.shutdown = context.AfterFunc(h.cutoff, func() { cancel(ErrShutdown) })
-		x.stop = x.super.stop
+	x.supervise = l.Supervise(cancel)
+	if h.running != nil {
+		h.running.add(x, cancel)
 	}
 	return x
-}
-
-// Finish ends the exchange once the handler is done: panicked is nil if it
-// returned, else what Run recovered (the panic value, or errExited for a
-// handler that called runtime.Goexit). It stops the lease's heartbeat,
-// then either stores the outcome, trying for up to the longer of Timeout
-// and the store's lease, or, when there is none to store (a panic, an
-// early exit, a hijacked connection, Abandon, a status Final refuses),
-// ends the lease without one: Interrupt if the run was cut off (its
-// context cancelled by Shutdown, MaxDuration or a lost lease), which keeps
-// the record for the retry's takeover, else Release. Last it sends the
-// held-back response, unless panicked is set or the handler abandoned the
-// exchange (a streamed or hijacked response has gone out already). It does
-// not re-panic: Run does. Adapters call Run, which calls Finish.
-func (x *Exchange) Finish(panicked any) {
-	x.stop()
-	defer x.cancel(nil)
-	h, rec := x.h, x.Recorder
-	rec.Commit()
-
-	// The side effect has happened: storing its outcome is worth waiting for
-	// up to the lease (no one else may take the key over before it ends),
-	// or Timeout if longer. The response is held back meanwhile.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Request.Context()), max(h.o.Timeout, h.lease))
-	defer cancel()
-	l := x.info.Lease
-	kind, err := observe.Completed, error(nil)
-	if panicked != nil || rec.hijacked || x.abandoned || !h.o.Final(rec.status) {
-		kind = observe.Released
-		err = x.giveUp(ctx, panicked)
-	} else if err = l.Complete(ctx, h.encode(rec)); errors.Is(err, redisstore.ErrNotReplicated) {
-		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
-			"status", rec.status, "err", err)
-	} else if errors.Is(err, redisstore.ErrLeaseLost) {
-		kind = observe.Fenced
-		h.o.Logger.Warn("idemkey: outcome not stored: the lease was lost (another attempt took the key over while this one ran)",
-			"status", rec.status, "attempt", l.Attempt)
-	} else if err != nil {
-		kind = observe.NotStored
-		h.o.Logger.Error("idemkey: outcome may not be stored (Redis did not confirm it): a retry gets the replay if the write landed, "+
-			"else, after the lease, runs the handler again unless it resumes from a checkpoint; the response was sent anyway",
-			"status", rec.status, "err", err)
-	}
-	if h.obs != nil {
-		h.observeFinish(x, kind, err)
-	}
-	if panicked == nil && !x.abandoned {
-		rec.flushHeld()
-		x.answered = true
-	}
-}
-
-// giveUp ends the lease of a run that gave no final answer. A run whose
-// context was cancelled (Shutdown, MaxDuration, a lost lease) was cut off
-// and may have done its side effect: its record is kept and only the lease
-// ends (Interrupt), so the retry takes it over as the next attempt, with the
-// last checkpoint. Any other run (a 5xx, a panic) says it committed nothing:
-// the key is released (a record with history keeps it even so).
-func (x *Exchange) giveUp(ctx context.Context, panicked any) error {
-	h, l := x.h, x.info.Lease
-	if panicked != nil {
-		h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
-	}
-	if cause := context.Cause(x.Request.Context()); cause != nil {
-		err := l.Interrupt(ctx)
-		switch {
-		case err == nil:
-			h.o.Logger.Warn("idemkey: the run was cut off before it answered; its record is kept, so a retry takes it over as the next attempt",
-				"cause", cause, "attempt", l.Attempt)
-		case errors.Is(err, redisstore.ErrLeaseLost):
-			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and another attempt has taken its key over", "cause", cause, "attempt", l.Attempt)
-		default:
-			h.o.Logger.Warn("idemkey: the run was cut off before it answered, and ending its lease failed; the key stays held until the lease ends",
-				"cause", cause, "err", err)
-		}
-		return err
-	}
-	err := l.Release(ctx)
-	if err != nil {
-		h.o.Logger.Warn("idemkey: release failed; the key stays held until its lease ends", "err", err)
-	}
-	return err
-}
-
-// Abandon says the handler gave no answer (it returned an error to the
-// framework without writing, as Gin handlers do with c.Error): Finish
-// releases the key and sends nothing, and the caller answers the request.
-func (x *Exchange) Abandon() { x.abandoned = true }
-
-// Answered reports whether Finish sent the handler's response (or it was
-// streamed): the response on the wire is the stored one and must not change.
-func (x *Exchange) Answered() bool { return x.answered || x.Recorder.streaming }
-
-// encode turns the recorded response into the stored outcome.
-func (h *Guard) encode(rec *Recorder) redisstore.Response {
-	hdr := rec.storedHeader()
-	body := rec.body
-	if rec.oversize {
-		p := problemResponseTooLarge.with(fmt.Sprintf(detailResponseTooLarge, rec.size, h.o.MaxResponseBytes))
-		p.status = rec.status
-		body = p.body(h.o.ProblemBase)
-		hdr = hdr.Clone() // may be the snapshot itself
-		for _, k := range describeBody {
-			delete(hdr, k)
-		}
-		hdr.Set("Content-Type", "application/problem+json")
-	}
-	return redisstore.Response{Code: rec.status, Body: h.o.codec.Append(nil, hdr, body, rec.oversize)}
-}
-
-// replay writes a stored outcome with Idempotent-Replayed: true.
-func (h *Guard) replay(w http.ResponseWriter, stored redisstore.Response) {
-	resp, err := h.o.codec.Decode(stored.Code, stored.Body)
-	if errors.Is(err, ErrUnknownDictionary) {
-		h.o.Logger.Error("idemkey: stored response compressed with a dictionary that Options.Dictionaries no longer holds; keep a replaced dictionary for the retention", "err", err)
-		h.fail(w, &problemStoredUnreadable)
-		return
-	}
-	if err != nil {
-		h.o.Logger.Error("idemkey: stored response unreadable", "err", err)
-		h.fail(w, &problemStoredUnreadable)
-		return
-	}
-	hdr := w.Header()
-	for k, v := range resp.Header {
-		hdr[k] = v
-	}
-	hdr.Set("Idempotent-Replayed", "true")
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
-}
-
-// expired answers a retry whose outcome expired but whose tombstone remains:
-// the original status, with a response-expired problem, as a replay.
-func (h *Guard) expired(w http.ResponseWriter, e *redisstore.ExpiredError) {
-	status := e.Code
-	if status < 200 || status > 599 {
-		status = http.StatusGone
-	}
-	w.Header().Set("Idempotent-Replayed", "true")
-	p := problemResponseExpired
-	p.status = status
-	p.write(w, h.o.ProblemBase)
 }
 
 // scope returns the caller's scope, or the problem to answer.
@@ -500,59 +409,4 @@ func (h *Guard) fail(w http.ResponseWriter, p *problem) {
 
 func (h *Guard) keyProblem(detail string) *problem {
 	return problemKeyMalformed.with(fmt.Sprintf(detailKeyMalformed, h.o.Header, detail, MaxKeyLen))
-}
-
-// readBody reads the whole request body, within MaxBodyBytes and
-// BodyTimeout, before anything is claimed: a body that is too large, too
-// slow or cut short never holds a key.
-func (h *Guard) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *problem) {
-	if r.ContentLength > h.o.MaxBodyBytes {
-		return nil, h.tooLarge()
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(h.o.BodyTimeout)) == nil {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	}
-	body, err := readAll(r.Body, r.ContentLength, h.o.MaxBodyBytes+1)
-	_ = r.Body.Close()
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, &problemBodyTimeout
-	case err != nil:
-		return nil, &problemBodyUnreadable
-	case int64(len(body)) > h.o.MaxBodyBytes:
-		return nil, h.tooLarge()
-	}
-	return body, nil
-}
-
-func (h *Guard) tooLarge() *problem {
-	return problemBodyTooLarge.with(fmt.Sprintf(detailBodyTooLarge, h.o.MaxBodyBytes))
-}
-
-// readAll reads r to its end, or to limit bytes, into a buffer sized for a
-// body of n bytes (when n >= 0), so a body of known length costs one
-// allocation.
-func readAll(r io.Reader, n, limit int64) ([]byte, error) {
-	if n < 0 || n >= limit {
-		n = 511
-	}
-	b := make([]byte, 0, n+1) // +1: room to see EOF (or an overlong body) without growing
-	for int64(len(b)) < limit {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		k, err := r.Read(b[len(b):min(int64(cap(b)), limit)])
-		b = b[:len(b)+k]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-	return b, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/alicebob/miniredis/v2"
@@ -277,6 +278,33 @@ func TestBeginEdgeCases(t *testing.T) {
 		require.Nil(t, x)
 		require.Equal(t, http.StatusInternalServerError, w.Code)
 		require.Contains(t, w.Body.String(), "scope-invalid")
+	})
+
+	t.Run("a client gone before the claim claims nothing", func(t *testing.T) {
+		h := New(store, Config{Scope: func(*http.Request, any) (string, error) { return "s", nil }})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+		r.Header.Set("Idempotency-Key", "gone")
+		w := httptest.NewRecorder()
+		x, pass := h.Begin(w, r, nil)
+		require.Nil(t, x)
+		require.Nil(t, pass)
+		_, err := store.Lookup(context.Background(), "s", "gone")
+		require.ErrorIs(t, err, redisstore.ErrNotFound)
+	})
+
+	t.Run("a request deadline sooner than Timeout bounds the claim", func(t *testing.T) {
+		h := New(store, Config{Timeout: time.Hour, Scope: func(*http.Request, any) (string, error) { return "s", nil }})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+		r.Header.Set("Idempotency-Key", "soon")
+		w := httptest.NewRecorder()
+		x, _ := h.Begin(w, r, nil)
+		require.NotNil(t, x, w.Body.String())
+		x.Run(func() { x.Recorder.WriteHeader(http.StatusCreated) })
+		require.Equal(t, http.StatusCreated, w.Code)
 	})
 
 	t.Run("the key problem says what is wrong once", func(t *testing.T) {

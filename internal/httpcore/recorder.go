@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -21,7 +22,8 @@ import (
 type Recorder struct {
 	w         http.ResponseWriter
 	before    http.Header // the headers outer middleware set before the handler ran
-	header    http.Header // snapshot taken at Commit; nil before
+	committed bool        // the head is fixed: snap holds the headers
+	snap      snapshot    // the headers as Commit found them
 	status    int
 	body      []byte
 	size      int
@@ -61,7 +63,7 @@ func (rec *Recorder) WriteHeader(code int) {
 		rec.w.WriteHeader(code)
 		return
 	}
-	if rec.header != nil {
+	if rec.committed {
 		return
 	}
 	rec.SetStatus(code)
@@ -70,7 +72,7 @@ func (rec *Recorder) WriteHeader(code int) {
 
 // Write commits the headers with status 200 if none was set, then records p.
 func (rec *Recorder) Write(p []byte) (int, error) {
-	if rec.header == nil {
+	if !rec.committed {
 		rec.Commit()
 	}
 	return rec.WriteBody(p)
@@ -80,7 +82,7 @@ func (rec *Recorder) Write(p []byte) (int, error) {
 // net/http refuses (under 100 or over 999).
 func (rec *Recorder) SetStatus(code int) {
 	checkStatus(code)
-	if rec.header == nil && code >= 200 {
+	if !rec.committed && code >= 200 {
 		rec.status = code
 		rec.statusSet = true
 	}
@@ -88,7 +90,7 @@ func (rec *Recorder) SetStatus(code int) {
 
 // Untouched reports whether the handler has written nothing: no status, no
 // header commit, no body.
-func (rec *Recorder) Untouched() bool { return rec.header == nil && !rec.statusSet && rec.size == 0 }
+func (rec *Recorder) Untouched() bool { return !rec.committed && !rec.statusSet && rec.size == 0 }
 
 // Status returns the response status: 200 unless set.
 func (rec *Recorder) Status() int { return rec.status }
@@ -97,16 +99,14 @@ func (rec *Recorder) Status() int { return rec.status }
 func (rec *Recorder) Size() int { return rec.size }
 
 // Committed reports whether the status and headers are fixed.
-func (rec *Recorder) Committed() bool { return rec.header != nil }
+func (rec *Recorder) Committed() bool { return rec.committed }
 
 // Commit fixes the status and takes the snapshot of the headers that is sent
 // and stored. Later calls do nothing.
 func (rec *Recorder) Commit() {
-	if rec.header == nil {
-		rec.header = rec.w.Header().Clone()
-		if rec.header == nil {
-			rec.header = http.Header{}
-		}
+	if !rec.committed {
+		rec.snap.take(rec.w.Header())
+		rec.committed = true
 	}
 }
 
@@ -175,12 +175,12 @@ func (rec *Recorder) startStreaming() error {
 func (rec *Recorder) writeHead() {
 	h := rec.w.Header()
 	for k := range h {
-		if _, ok := rec.header[k]; !ok {
+		if _, ok := rec.snap.get(k); !ok {
 			delete(h, k)
 		}
 	}
-	for k, v := range rec.header {
-		h[k] = v
+	for _, f := range rec.snap.fields {
+		h[f.name] = f.vals
 	}
 	rec.w.WriteHeader(rec.status)
 }
@@ -210,7 +210,8 @@ func (rec *Recorder) flushHeld() {
 func (rec *Recorder) trailers() http.Header {
 	h := rec.w.Header()
 	var t http.Header
-	for _, names := range rec.header["Trailer"] {
+	declared, _ := rec.snap.get("Trailer")
+	for _, names := range declared {
 		for name := range strings.SplitSeq(names, ",") {
 			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
 			if v, ok := h[name]; ok && name != "" {
@@ -232,28 +233,65 @@ func (rec *Recorder) trailers() http.Header {
 	return t
 }
 
-// storedHeader returns the headers to store: the snapshot without omitted
-// headers (whatever the case of their names) and without those outer
-// middleware set before the handler ran.
-func (rec *Recorder) storedHeader() http.Header {
-	keep := true
-	for k, v := range rec.header {
-		if rec.omitted(k) || equal(rec.before[k], v) {
-			keep = false
-			break
+// storedHeader returns the headers to store, sorted by name: the snapshot
+// without omitted headers (whatever the case of their names) and without
+// those outer middleware set before the handler ran.
+func (rec *Recorder) storedHeader() []hfield {
+	fs := rec.snap.fields
+	for i, f := range fs {
+		if rec.omitted(f.name) || equal(rec.before[f.name], f.vals) {
+			// Something to leave out: a copy without it.
+			kept := append(make([]hfield, 0, len(fs)-1), fs[:i]...)
+			for _, f := range fs[i+1:] {
+				if !rec.omitted(f.name) && !equal(rec.before[f.name], f.vals) {
+					kept = append(kept, f)
+				}
+			}
+			return kept
 		}
 	}
-	if keep {
-		return rec.header // the common case: nothing to leave out, no copy
+	return fs // the common case: nothing to leave out, no copy
+}
+
+// snapshot is the response headers as Commit found them, sorted by name,
+// copied into storage inside the recorder: a handful of headers costs no
+// allocation (http.Header.Clone makes a map and a slice). A header with a
+// nil value (which tells net/http to leave it out, as Date) keeps it nil.
+type snapshot struct {
+	fields []hfield
+	flat   []string // the values' storage
+	field0 [8]hfield
+	flat0  [8]string
+}
+
+// take copies h.
+func (s *snapshot) take(h http.Header) {
+	s.fields, s.flat = s.field0[:0], s.flat0[:0]
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
 	}
-	h := make(http.Header, len(rec.header))
-	for k, v := range rec.header {
-		if rec.omitted(k) || equal(rec.before[k], v) {
-			continue
+	if n > len(s.flat0) {
+		s.flat = make([]string, 0, n)
+	}
+	for k, vs := range h {
+		if vs != nil {
+			start := len(s.flat)
+			s.flat = append(s.flat, vs...)
+			vs = s.flat[start:len(s.flat):len(s.flat)] // an append to it copies
 		}
-		h[k] = v
+		s.fields = append(s.fields, hfield{k, vs})
 	}
-	return h
+	sortFields(s.fields)
+}
+
+// get returns the values of header k, as it was written in the map.
+func (s *snapshot) get(k string) ([]string, bool) {
+	i, ok := slices.BinarySearchFunc(s.fields, k, func(f hfield, k string) int { return strings.Compare(f.name, k) })
+	if !ok {
+		return nil, false
+	}
+	return s.fields[i].vals, true
 }
 
 // omitted reports whether header k is never stored: a name set directly in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // A stored response is one redisstore.Response: Code is the HTTP status, and
@@ -60,32 +61,53 @@ var ErrCorruptResponse = errors.New("idemkey: stored response is corrupt")
 
 // appendResponse appends the version 2 encoding of a response, uncompressed.
 func appendResponse(dst []byte, h http.Header, body []byte, omitted bool) []byte {
+	var stack [16]hfield
+	return appendFields(dst, fieldsOf(stack[:0], h), body, omitted)
+}
+
+// hfield is a header's name and values.
+type hfield struct {
+	name string
+	vals []string
+}
+
+// fieldsOf appends h's headers to dst, sorted by name.
+func fieldsOf(dst []hfield, h http.Header) []hfield {
+	for k, vs := range h {
+		dst = append(dst, hfield{k, vs})
+	}
+	sortFields(dst)
+	return dst
+}
+
+// sortFields sorts fs by name.
+func sortFields(fs []hfield) {
+	slices.SortFunc(fs, func(a, b hfield) int { return strings.Compare(a.name, b.name) })
+}
+
+// appendFields appends the version 2 encoding of a response with headers
+// fs, sorted by name, uncompressed.
+func appendFields(dst []byte, fs []hfield, body []byte, omitted bool) []byte {
 	flags := byte(0)
 	if omitted {
 		flags |= flagBodyOmitted
 	}
 	dst = append(dst, responseV2|flags)
-	dst = appendHeaders(dst, h)
+	dst = appendHeaders(dst, fs)
 	return append(dst, body...)
 }
 
-// appendHeaders appends a version 2 header block: names sorted, so that
-// equal headers always encode to equal bytes.
-func appendHeaders(dst []byte, h http.Header) []byte {
-	var stack [16]string
-	names := stack[:0]
+// appendHeaders appends a version 2 header block of fs, sorted by name, so
+// that equal headers always encode to equal bytes.
+func appendHeaders(dst []byte, fs []hfield) []byte {
 	n := 0
-	for k, vs := range h {
-		if len(vs) > 0 {
-			names = append(names, k)
-			n += len(vs)
-		}
+	for _, f := range fs {
+		n += len(f.vals)
 	}
-	slices.Sort(names)
 	dst = binary.AppendUvarint(dst, uint64(n))
-	for _, k := range names {
-		for _, v := range h[k] {
-			dst = appendEntry(dst, k, headerNames)
+	for _, f := range fs {
+		for _, v := range f.vals {
+			dst = appendEntry(dst, f.name, headerNames)
 			dst = appendEntry(dst, v, headerValues)
 		}
 	}
@@ -128,6 +150,55 @@ func decodeV2Payload(r *StoredResponse, b []byte) error {
 	}
 	r.Body = b
 	return nil
+}
+
+// replayInto decodes a stored version 2 response for a replay: its headers
+// go into hdr, each replacing what hdr held, with Idempotent-Replayed:
+// true, and it returns the body. The values share one slice, where
+// Decode's map costs a map and a slice per header. done is false, with hdr
+// untouched, for a response it leaves to Decode: version 1, or headers not
+// in the order the encoder writes them. On an error hdr is untouched.
+func (c *ResponseCodec) replayInto(hdr http.Header, b []byte) (body []byte, done bool, err error) {
+	if len(b) == 0 || b[0]&^flagsV2 != responseV2 {
+		return nil, false, nil
+	}
+	payload := b[1:]
+	if b[0]&flagCompressed != 0 {
+		if payload, err = c.decompress(payload); err != nil {
+			return nil, true, err
+		}
+	}
+	n, p, ok := uvarint(payload)
+	if !ok || n > uint64(len(p)) {
+		return nil, true, ErrCorruptResponse
+	}
+	var stack [16]string
+	names := stack[:0]
+	vals := make([]string, n+1) // and Idempotent-Replayed's
+	for i := range n {
+		var k string
+		if k, p, ok = entry(p, headerNameList); !ok {
+			return nil, true, ErrCorruptResponse
+		}
+		if vals[i], p, ok = entry(p, headerValueList); !ok {
+			return nil, true, ErrCorruptResponse
+		}
+		if len(names) > 0 && k < names[len(names)-1] {
+			return nil, false, nil
+		}
+		names = append(names, k)
+	}
+	for i := 0; i < len(names); {
+		j := i + 1
+		for j < len(names) && names[j] == names[i] {
+			j++
+		}
+		hdr[names[i]] = vals[i:j:j] // an append to it copies
+		i = j
+	}
+	vals[n] = "true"
+	hdr["Idempotent-Replayed"] = vals[n:]
+	return p, true, nil
 }
 
 // entry reads a name or value: an index into table, or a literal.

@@ -74,7 +74,7 @@ func TestRunLost(t *testing.T) {
 			r, err := NewRunner(Config{Client: &fake{reply: tc.reply, err: tc.err}})
 			require.NoError(t, err)
 			var lost atomic.Int32
-			reply, err := r.Run(ctx, test, []string{"k"}, func() { lost.Add(1) })
+			reply, err := r.Run(ctx, test, []string{"k"}, LostFunc(func() { lost.Add(1) }))
 			require.Equal(t, tc.reply, reply)
 			require.Equal(t, tc.err, err)
 			require.EqualValues(t, map[bool]int32{true: 1}[tc.wantLost], lost.Load(), "lost is called before Run returns")
@@ -88,7 +88,7 @@ func TestRunLost(t *testing.T) {
 		lost := make(chan struct{})
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
-		_, err = r.Run(cctx, test, []string{"k"}, func() { close(lost) })
+		_, err = r.Run(cctx, test, []string{"k"}, LostFunc(func() { close(lost) }))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		select {
 		case <-lost:
@@ -111,11 +111,11 @@ func TestRunLost(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, r.bounded)
 		var lost atomic.Int32
-		reply, err := r.Run(ctx, test, nil, func() { lost.Add(1) })
+		reply, err := r.Run(ctx, test, nil, LostFunc(func() { lost.Add(1) }))
 		require.NoError(t, err)
 		require.EqualValues(t, 1, reply)
 		mr.Close()
-		_, err = r.Run(ctx, test, nil, func() { lost.Add(1) })
+		_, err = r.Run(ctx, test, nil, LostFunc(func() { lost.Add(1) }))
 		require.Error(t, err)
 		require.EqualValues(t, 1, lost.Load(), "a call that reached no Redis may have run: lost is called")
 	})
@@ -178,7 +178,7 @@ func TestRunHealth(t *testing.T) {
 	got := make(chan error, 1)
 	lost := make(chan struct{}, 1)
 	go func() {
-		_, err := r.Run(ctx, test, []string{"k"}, func() { lost <- struct{}{} })
+		_, err := r.Run(ctx, test, []string{"k"}, LostFunc(func() { lost <- struct{}{} }))
 		got <- err
 	}()
 	h.refusal.Store(&refused)

@@ -1,0 +1,152 @@
+package timers
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type owner struct {
+	e  Entry[*owner]
+	id int
+}
+
+// recv waits for the next owner fired, or fails after d.
+func recv(t *testing.T, ch <-chan *owner, d time.Duration) *owner {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(d):
+		t.Fatal("no deadline fired")
+		return nil
+	}
+}
+
+func TestQueueFiresInOrder(t *testing.T) {
+	fired := make(chan *owner, 16)
+	q := New(func(o *owner) { fired <- o })
+	now := time.Now()
+	os := make([]*owner, 5)
+	// Added out of order; deadlines 10ms apart.
+	for _, i := range []int{3, 0, 4, 1, 2} {
+		os[i] = &owner{id: i}
+		q.Add(&os[i].e, os[i], now.Add(time.Duration(20+10*i)*time.Millisecond))
+	}
+	require.Equal(t, 5, q.Len())
+	for i := range 5 {
+		o := recv(t, fired, 10*time.Second)
+		require.Equal(t, i, o.id, "deadlines in order")
+		require.False(t, time.Now().Before(now.Add(time.Duration(20+10*i)*time.Millisecond)), "never before its deadline")
+	}
+	require.Zero(t, q.Len())
+}
+
+func TestQueueRemove(t *testing.T) {
+	fired := make(chan *owner, 16)
+	q := New(func(o *owner) { fired <- o })
+	early, late := &owner{id: 1}, &owner{id: 2}
+	q.Add(&early.e, early, time.Now().Add(20*time.Millisecond))
+	q.Add(&late.e, late, time.Now().Add(60*time.Millisecond))
+	require.True(t, q.Remove(&early.e))
+	require.False(t, q.Remove(&early.e), "removed already")
+	// The timer, armed for early, wakes for nothing and re-arms for late.
+	require.Equal(t, 2, recv(t, fired, 10*time.Second).id)
+	require.False(t, q.Remove(&late.e), "fired already")
+	select {
+	case o := <-fired:
+		t.Fatalf("owner %d fired after its removal", o.id)
+	case <-time.After(100 * time.Millisecond): // ceiling: early's deadline passed long ago
+	}
+	// A removed entry can be added again.
+	q.Add(&early.e, early, time.Now())
+	require.Equal(t, 1, recv(t, fired, 10*time.Second).id)
+}
+
+// TestQueueReAddFromFire: fire may add the owner again (a heartbeat's next
+// beat), and an earlier deadline added later re-arms the timer.
+func TestQueueReAddFromFire(t *testing.T) {
+	var q *Queue[*owner]
+	fired := make(chan *owner, 16)
+	var beats atomic.Int32
+	q = New(func(o *owner) {
+		if beats.Add(1) < 3 {
+			q.Add(&o.e, o, time.Now().Add(5*time.Millisecond))
+		}
+		fired <- o
+	})
+	far := &owner{id: 9}
+	q.Add(&far.e, far, time.Now().Add(time.Hour))
+	o := &owner{id: 1}
+	q.Add(&o.e, o, time.Now().Add(5*time.Millisecond))
+	for range 3 {
+		require.Equal(t, 1, recv(t, fired, 10*time.Second).id)
+	}
+	require.True(t, q.Remove(&far.e))
+}
+
+// TestQueueConcurrent: owners added and removed from many goroutines, a
+// third of them left to fire: each fires once, none removed fires.
+func TestQueueConcurrent(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		count = map[int]int{}
+		wg    sync.WaitGroup
+	)
+	q := New(func(o *owner) {
+		mu.Lock()
+		count[o.id]++
+		mu.Unlock()
+		if o.id%3 == 0 {
+			wg.Done()
+		}
+	})
+	const n = 3000
+	os := make([]*owner, n)
+	var adders sync.WaitGroup
+	for g := range 6 {
+		adders.Add(1)
+		go func() {
+			defer adders.Done()
+			for i := g; i < n; i += 6 {
+				os[i] = &owner{id: i}
+				keep := i%3 == 0
+				if keep {
+					wg.Add(1)
+				}
+				q.Add(&os[i].e, os[i], time.Now().Add(time.Duration(rand.IntN(20))*time.Millisecond))
+				if !keep && !q.Remove(&os[i].e) {
+					// It fired before we removed it: count it as kept.
+					mu.Lock()
+					count[i] -= 1000
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	adders.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("kept owners did not all fire")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		switch c := count[i]; {
+		case i%3 == 0:
+			require.Equal(t, 1, c, "owner %d", i)
+		case c < 0: // fired before its removal: once, and Remove said so
+			require.Equal(t, 1-1000, c, "owner %d", i)
+		default:
+			require.Zero(t, c, "owner %d fired after its removal", i)
+		}
+	}
+	require.Zero(t, q.Len())
+}
