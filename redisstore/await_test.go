@@ -38,9 +38,9 @@ func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
 				return []any{a, c}
 			}
 			l := s.newLease(newReq(t))
-			rec := record.AppendStarted(nil, &l.fp, l.token, s.ret.threshold, &record.Started{Attempt: 1, Label: "l"})
+			rec := record.AppendStarted(nil, &l.fp, l.token, s.ret.Threshold, &record.Started{Attempt: 1, Label: "l"})
 			keys := []string{l.keys.Record()}
-			r := twice(claimScript, keys, rec, s.ret.ms).([]any)
+			r := twice(claimScript, keys, rec, s.ret.MS).([]any)
 			c1, ok1 := record.DecodeClaim(r[0])
 			c2, ok2 := record.DecodeClaim(r[1])
 			require.True(t, ok1 && ok2, "claim: %#v", r)
@@ -53,8 +53,8 @@ func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
 				script *script.Script
 				args   []any
 			}{
-				{extendScript, []any{l.token, s.ret.ms}},
-				{checkpointScript, []any{l.token, record.AppendStarted(nil, &l.fp, l.token, s.ret.threshold, &record.Started{Attempt: 1, RecoveryPoint: "p", RecoveryData: []byte("d")}), s.ret.ms}},
+				{extendScript, []any{l.token, s.ret.MS}},
+				{checkpointScript, []any{l.token, record.AppendStarted(nil, &l.fp, l.token, s.ret.Threshold, &record.Started{Attempt: 1, RecoveryPoint: "p", RecoveryData: []byte("d")}), s.ret.MS}},
 				{completeScript, []any{record.AppendCompleted(nil, &l.fp, 1, 201, []byte("ok")), l.token, l.keys.Channel()}},
 				{releaseScript, []any{l.token, "0", l.keys.Channel()}}, // lost: completed
 			} {
@@ -71,10 +71,10 @@ func TestScriptsGiveTheSameAnswerTwice(t *testing.T) {
 			require.NoError(t, c.Lease.Checkpoint(ctx, "charged", []byte("ch_1")))
 			b.expireLease(t, s1, req)
 			l2 := s2.newLease(req)
-			rec2 := record.AppendStarted(nil, &l2.fp, l2.token, s2.ret.threshold, &record.Started{Attempt: 1})
-			a, err := claimScript.Run(ctx, b.client, []string{l2.keys.Record()}, rec2, s2.ret.ms).Result()
+			rec2 := record.AppendStarted(nil, &l2.fp, l2.token, s2.ret.Threshold, &record.Started{Attempt: 1})
+			a, err := claimScript.Run(ctx, b.client, []string{l2.keys.Record()}, rec2, s2.ret.MS).Result()
 			require.NoError(t, err)
-			again, err := claimScript.Run(ctx, b.client, []string{l2.keys.Record()}, rec2, s2.ret.ms).Result()
+			again, err := claimScript.Run(ctx, b.client, []string{l2.keys.Record()}, rec2, s2.ret.MS).Result()
 			require.NoError(t, err)
 			ra, ok1 := record.DecodeClaim(a)
 			rb, ok2 := record.DecodeClaim(again)

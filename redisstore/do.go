@@ -62,17 +62,11 @@ type Result struct {
 func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context, l *Lease) ([]byte, error)) (*Result, error) {
 	c, err := s.Claim(ctx, req)
 	if err != nil {
-		if s.opts.Observer != nil {
-			s.observeClaimError(ctx, req, err)
-		}
+		s.observe(ctx, claimKind(err), &req, 0, 0, time.Time{}, err)
 		return nil, err
 	}
 	if c.Status == Replayed {
-		if s.opts.Observer != nil {
-			e := observe.NewEvent(observe.Replayed, req.Scope, req.Key)
-			e.Route, e.Status = req.Label, c.Response.Code
-			s.opts.Observer.Event(ctx, &e)
-		}
+		s.observe(ctx, observe.Replayed, &req, 0, c.Response.Code, time.Time{}, nil)
 		switch c.Response.Code {
 		case doSucceeded:
 			data := c.Response.Body
@@ -93,17 +87,13 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := l.Supervise(cancel)
-	if s.opts.Observer != nil {
-		// Once the heartbeat runs: an observer that blocks cannot let the
-		// lease run out before fn has even started.
-		kind := observe.Claimed
-		if l.Attempt > 1 {
-			kind = observe.TookOver
-		}
-		e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
-		e.Route, e.Attempt = l.req.Label, l.Attempt
-		s.opts.Observer.Event(ctx, &e)
+	// Once the heartbeat runs: an observer that blocks cannot let the lease
+	// run out before fn has even started.
+	kind := observe.Claimed
+	if l.Attempt > 1 {
+		kind = observe.TookOver
 	}
+	s.observe(ctx, kind, &l.req, l.Attempt, 0, time.Time{}, nil)
 	data, panicked, err := call(fctx, l, fn)
 	stop()
 
@@ -112,13 +102,12 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	defer wcancel()
 	var (
 		res  *Result
-		kind observe.Kind
 		werr error // the store's error, for the observer
 	)
 	switch {
 	case panicked != nil:
 		werr = l.Release(wctx)
-		s.observeEnd(ctx, l, start, observe.Released, werr)
+		s.observe(ctx, observe.Released, &l.req, l.Attempt, 0, start, werr)
 		panic(panicked)
 	case err == nil:
 		res = &Result{Data: data}
@@ -149,9 +138,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 			err = failed
 		}
 	}
-	if s.opts.Observer != nil {
-		s.observeEnd(ctx, l, start, kind, werr)
-	}
+	s.observe(ctx, kind, &l.req, l.Attempt, 0, start, werr)
 	return res, err
 }
 
@@ -166,31 +153,33 @@ func stored(err error) (observe.Kind, error) {
 	return observe.NotStored, err
 }
 
-// observeClaimError reports a claim Do could not make.
-func (s *Store) observeClaimError(ctx context.Context, req Request, err error) {
-	kind := observe.Unavailable
+// claimKind says what a claim Do could not make was, for the observer.
+func claimKind(err error) observe.Kind {
 	switch {
 	case errors.Is(err, ErrInProgress):
-		kind = observe.InProgress
+		return observe.InProgress
 	case errors.Is(err, ErrMismatch):
-		kind = observe.Mismatch
+		return observe.Mismatch
 	case errors.Is(err, ErrExpired):
-		kind = observe.Expired
+		return observe.Expired
 	case errors.Is(err, ErrInvalidRequest):
-		kind = observe.Rejected
+		return observe.Rejected
 	}
-	e := observe.NewEvent(kind, req.Scope, req.Key)
-	e.Route, e.Err = req.Label, err
-	s.opts.Observer.Event(ctx, &e)
+	return observe.Unavailable
 }
 
-// observeEnd reports how a run of Do ended.
-func (s *Store) observeEnd(ctx context.Context, l *Lease, start time.Time, kind observe.Kind, err error) {
+// observe reports kind for req to the Observer, if any: the attempt, the
+// stored status code and the store's error where known, and how long the
+// run held the key when it started at start (not zero).
+func (s *Store) observe(ctx context.Context, kind observe.Kind, req *Request, attempt, code int, start time.Time, err error) {
 	if s.opts.Observer == nil {
 		return
 	}
-	e := observe.NewEvent(kind, l.req.Scope, l.req.Key)
-	e.Route, e.Attempt, e.Held, e.Err = l.req.Label, l.Attempt, time.Since(start), err
+	e := observe.NewEvent(kind, req.Scope, req.Key)
+	e.Route, e.Attempt, e.Status, e.Err = req.Label, attempt, code, err
+	if !start.IsZero() {
+		e.Held = time.Since(start)
+	}
 	s.opts.Observer.Event(ctx, &e)
 }
 

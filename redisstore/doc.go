@@ -49,39 +49,13 @@
 //
 // # Errors
 //
-// Each call returns these, besides wrapped Redis and context errors when
-// Redis cannot be reached in time:
-//
-//   - [Store.Claim]: [ErrInvalidRequest] (also for a Request.Retention that
-//     [Store.ValidateRetention] refuses); *[InProgressError] ([ErrInProgress]);
-//     [ErrMismatch]; *[ExpiredError] ([ErrExpired]); *[ReplicationError]
-//     ([ErrNotReplicated]) for a claim too few replicas acknowledged (given
-//     back before Claim returns); [ErrUnexpectedReply]; [ErrEvicting] with
-//     Options.RequireNoEviction.
-//   - [Store.Do]: those of Claim; *[FailedError] ([ErrFailed]) for a stored
-//     failure; fn's error marked [Transient]; errors saying the outcome was
-//     not stored, or stored with a *ReplicationError.
-//   - [Lease.Complete], [Lease.Checkpoint]: [ErrLeaseLost];
-//     *[ReplicationError] when the write was stored but too few replicas
-//     acknowledged it.
-//   - [Lease.Release], [Lease.Extend]: [ErrLeaseLost].
-//   - [Store.Lookup]: [ErrNotFound]; [ErrUnexpectedReply].
-//   - [Store.Forget], [Store.ForceForget]: [ErrNotFound];
-//     *[InProgressError] ([ErrInProgress]) for a live lease, from Forget;
-//     [ErrUnexpectedReply] for a key that is not an idemkey record;
-//     *[ReplicationError] when the forget was made but too few replicas
-//     acknowledged it.
-//   - [Store.Scan]: [ErrInvalidRequest] for bad options; fn's error.
-//
-// [ErrMaxDuration] and [ErrLeaseLost] are also the causes (context.Cause) of
-// the cancellations [Lease.Supervise] and Do make.
-//
-// # Deadlines
-//
-// Every method takes a context and ends by its deadline. A *redis.Client or
-// *redis.ClusterClient built with ContextTimeoutEnabled: true does that
-// itself; with any other client the store waits for the reply on another
-// goroutine and stops waiting at the deadline.
+// Each method's doc names the errors it returns, besides wrapped Redis and
+// context errors when Redis cannot be reached in time (every method ends by
+// its context's deadline: see [New]): sentinels for errors.Is, and typed
+// errors carrying data for errors.As (*[InProgressError], *[ExpiredError],
+// *[FailedError], *[ReplicationError], *[NameError]), each matching its
+// sentinel. [ErrMaxDuration] and [ErrLeaseLost] are also the causes
+// (context.Cause) of the cancellations [Lease.Supervise] and Do make.
 //
 // # A Redis that refuses connections
 //

@@ -40,23 +40,23 @@ var (
 	// the store does not know: a script from another version, or a key that
 	// something else overwrote.
 	ErrUnexpectedReply = errors.New("redisstore: unexpected reply")
+
+	// ErrEvicting means the store refuses to serve because Redis may evict
+	// records (Options.RequireNoEviction): a master's maxmemory-policy is not
+	// noeviction, and a maxmemory is set. An evicted record is forgotten, and a
+	// retry of its operation runs it again. Set maxmemory-policy noeviction.
+	ErrEvicting = errors.New("redisstore: Redis may evict records (maxmemory-policy is not noeviction)")
+
+	// ErrMaxDuration is the cause of the context cancellation a function run by
+	// [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).
+	ErrMaxDuration = errors.New("redisstore: operation ran past its max duration")
+
+	// ErrNotReplicated means fewer replicas than Options.Replicas acknowledged a
+	// write within Options.ReplicaTimeout, so a failover could lose it. A claim
+	// that is not replicated is released before Claim returns: nothing has run.
+	// The error is a *ReplicationError.
+	ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
 )
-
-// ErrEvicting means the store refuses to serve because Redis may evict
-// records (Options.RequireNoEviction): a master's maxmemory-policy is not
-// noeviction, and a maxmemory is set. An evicted record is forgotten, and a
-// retry of its operation runs it again. Set maxmemory-policy noeviction.
-var ErrEvicting = errors.New("redisstore: Redis may evict records (maxmemory-policy is not noeviction)")
-
-// ErrMaxDuration is the cause of the context cancellation a function run by
-// [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).
-var ErrMaxDuration = errors.New("redisstore: operation ran past its max duration")
-
-// ErrNotReplicated means fewer replicas than Options.Replicas acknowledged a
-// write within Options.ReplicaTimeout, so a failover could lose it. A claim
-// that is not replicated is released before Claim returns: nothing has run.
-// The error is a *ReplicationError.
-var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
 
 // ReplicationError reports how many replicas acknowledged a write. It matches
 // ErrNotReplicated with errors.Is.

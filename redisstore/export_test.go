@@ -7,4 +7,4 @@ package redisstore
 // called once, from the beat's goroutine, when the lease is lost
 // (ErrLeaseLost from Redis, or no beat through before the lease ran out),
 // and the heartbeat stops. stop ends it.
-func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.supervise(nil, onLost, 0).stop }
+func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.supervise(nil, onLost, 0).Stop }

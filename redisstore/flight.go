@@ -1,15 +1,12 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idemkey/idemkey/redisstore/internal/collapse"
-	"github.com/idemkey/idemkey/redisstore/internal/lru"
-	"github.com/idemkey/idemkey/redisstore/internal/record"
 )
 
 // In-process collapse: concurrent claims of one key in one process share one
@@ -104,44 +101,29 @@ func (l *Lease) ended(resp *Response) {
 	if resp != nil {
 		// The record lives about the retention from the last sign of life
 		// (completion keeps its TTL).
-		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.ret.d))
+		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.ret.D))
 	}
 }
 
-// The replay cache keeps completed outcomes this process has seen, so
-// that their replays cost no round trip: bounded in bytes, each entry until
-// its record expires in Redis, the least recently used first out (a key
-// being retried stays while fresh outcomes come and go).
-type replayCache = lru.Cache[cached]
-
-// cached is a cached outcome, for the fingerprint of its record.
-type cached struct {
-	fp   [record.FPLen]byte
-	resp Response
-}
+// The replay cache (Options.ReplayCacheBytes; internal/lru) spares a round
+// trip to replays of outcomes this process has seen, until they expire.
 
 // cached returns the replay of l's key from the cache, if it holds one for
-// l's fingerprint. A cached outcome for another fingerprint is left to
-// Redis, which answers the mismatch.
+// l's fingerprint.
 func (s *Store) cached(l *Lease) (*Claim, bool) {
 	if s.cache == nil {
 		return nil, false
 	}
-	c, ok := s.cache.Get(l.keys.Record(), func(c *cached) bool { return c.fp == l.fp })
+	o, ok := s.cache.Replay(l.keys.Record(), &l.fp)
 	if !ok {
 		return nil, false
 	}
-	return &Claim{Status: Replayed, Response: c.resp}, true
+	return &Claim{Status: Replayed, Response: Response{Code: o.Code, Body: o.Body}}, true
 }
 
 // remember caches resp as l's key's outcome until expires.
 func (s *Store) remember(l *Lease, resp Response, expires time.Time) {
-	if s.cache == nil {
-		return
+	if s.cache != nil {
+		s.cache.Keep(l.keys.Record(), &l.fp, resp.Code, resp.Body, expires)
 	}
-	// The cache's own copy: the caller may reuse its buffer (Do's result,
-	// the body given to Complete), and Redis keeps what it was sent.
-	resp.Body = bytes.Clone(resp.Body)
-	key := l.keys.Record()
-	s.cache.Add(key, cached{fp: l.fp, resp: resp}, len(key)+len(resp.Body)+96, expires)
 }

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,7 +68,7 @@ func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	argv := args[:2]
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
-		args[2], args[3] = record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.tombstone
+		args[2], args[3] = record.Tombstone(&l.fp, resp.Code, l.Attempt), l.ret.Tombstone
 		argv = args[:4]
 	}
 	err := persist(ctx, func() error {
@@ -129,22 +128,12 @@ type handBacker Lease
 // Lost hands the claim back (handBack).
 func (h *handBacker) Lost() { (*Lease)(h).handBack() }
 
-// handBack gives back, in the background, a claim whose answer was lost:
-// Redis may have run it, and nobody will run the operation on it. It tries
-// twice, the second time a moment later in case the claim reached Redis late.
+// handBack gives back a claim whose answer was lost (script.HandBack).
 // Release is fenced, so it is harmless if the claim never took effect.
 func (l *Lease) handBack() {
-	go func() {
-		for _, wait := range [...]time.Duration{0, 100 * time.Millisecond} {
-			time.Sleep(wait)
-			ctx, cancel := context.WithTimeout(context.Background(), l.store.opts.Lease)
-			err := l.release(ctx, false)
-			cancel()
-			if errors.Is(err, ErrLeaseLost) {
-				return
-			}
-		}
-	}()
+	script.HandBack(l.store.opts.Lease, func(ctx context.Context) bool {
+		return errors.Is(l.release(ctx, false), ErrLeaseLost)
+	})
 }
 
 // persist runs a write that is safe to repeat until it reaches Redis
@@ -163,7 +152,7 @@ func final(err error) bool {
 // is no longer this lease's.
 func (l *Lease) Extend(ctx context.Context) error {
 	sent := time.Now()
-	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.ret.ms)
+	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.ret.MS)
 	err = owned("extend", reply, err)
 	if err == nil {
 		l.signed(sent)
@@ -175,13 +164,14 @@ func (l *Lease) Extend(ctx context.Context) error {
 // owner needs to resume from there (a charge ID, say), and pushes the lease
 // out. A caller that takes the record over finds them in its Lease's
 // RecoveryPoint and RecoveryData. It returns ErrLeaseLost if the record is no
-// longer this lease's.
+// longer this lease's, and a *ReplicationError if the checkpoint was stored
+// but too few replicas acknowledged it.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
 	s := l.store
-	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, l.ret.threshold,
+	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, l.ret.Threshold,
 		&record.Started{Attempt: l.Attempt, RecoveryPoint: point, RecoveryData: data, Label: l.label, CreatedMS: l.createdMS})
 	sent := time.Now()
-	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, l.ret.ms)
+	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, l.ret.MS)
 	err = ownedReplicated("checkpoint", reply, err)
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.signed(sent)
@@ -206,41 +196,26 @@ func (l *Lease) DerivedKey(step string) string {
 // (Redis says another caller took it over, or no beat reached Redis before
 // the lease ran out); with Options.MaxDuration set, once that passes it
 // stops extending the lease, so a stuck operation cannot hold the key, and
-// cancels with cause ErrMaxDuration. stop ends the watch; call it when the
-// operation returns, before completing or releasing the lease.
+// cancels with cause ErrMaxDuration. Each beat waits for Redis a third of
+// the heartbeat, and one that fails is tried again after a fifth of it.
+// stop ends the watch; call it when the operation returns, before
+// completing or releasing the lease.
 //
 // Nothing runs for an operation shorter than one heartbeat: the store keeps
 // every supervised lease's next beat (or MaxDuration) on one timer, so a
 // watch costs a place in that queue, not a timer or a goroutine of its own.
 func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
-	return l.supervise(cancel, nil, l.store.opts.MaxDuration).stop
+	return l.supervise(cancel, nil, l.store.opts.MaxDuration).Stop
 }
 
-// supervision is one operation's watch over its lease (Supervise): a
-// heartbeat that extends the lease every Options.Heartbeat until stopped,
-// so that a live owner is never taken over however long it runs, and the
-// operation's MaxDuration, if any. Each beat waits for Redis a third of the
-// interval, and a beat that fails is tried again after a fifth of it: a lost
-// beat costs little of the lease (a Redis slower than a third of the
-// interval for a whole lease loses it). When Redis says the lease is lost,
-// or the lease has run out by this process's clock with no beat through,
-// the owner is told (cancel with ErrLeaseLost, or onLost) and the heartbeat
-// stops: the owner must assume another caller has its key.
-//
-// Its next deadline (beat or MaxDuration) waits in the store's queue
-// (internal/timers), whose one timer starts each beat on a goroutine of its
-// own. Beats use their own contexts, so cancelling the owner's request does
-// not stop them; only stop does, which waits for a beat in flight and may be
-// called more than once.
+// supervision is one operation's watch over its lease (Supervise), on a
+// timers.Watch in the store's queue: beats use their own contexts, so
+// cancelling the owner's request does not stop them; only Stop does.
 type supervision struct {
-	l        *Lease
-	entry    timers.Entry[*supervision]
-	cancel   context.CancelCauseFunc // nil for keepAlive
-	onLost   func()
-	over     time.Time // when MaxDuration passes; zero: no bound
-	mu       sync.Mutex
-	stopped  bool
-	inflight sync.WaitGroup
+	timers.Watch
+	l      *Lease
+	cancel context.CancelCauseFunc // nil for keepAlive
+	onLost func()
 }
 
 // supervise starts a supervision of l: its first beat a heartbeat from
@@ -253,67 +228,23 @@ func (l *Lease) supervise(cancel context.CancelCauseFunc, onLost func(), maxDur 
 		s = &supervision{}
 	}
 	s.l, s.cancel, s.onLost = l, cancel, onLost
-	now := time.Now()
-	due := now.Add(l.store.opts.Heartbeat)
+	var over time.Time
 	if maxDur > 0 {
-		s.over = now.Add(maxDur)
-		due = minTime(due, s.over)
+		over = time.Now().Add(maxDur)
 	}
-	l.store.beats.Add(&s.entry, s, due)
+	s.Start(l.store.beats, s, l.store.opts.Heartbeat, over)
 	return s
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// fire is called by the store's queue when s's deadline passes.
-func (s *supervision) fire() { go s.beat() }
-
-// beat ends the operation at MaxDuration, or extends the lease and queues
-// the next beat.
-func (s *supervision) beat() {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return
-	}
-	if !s.over.IsZero() && !time.Now().Before(s.over) {
-		s.stopped = true // no more beats: a stuck operation cannot hold the key
-		s.mu.Unlock()
-		s.cancel(ErrMaxDuration)
-		return
-	}
-	s.inflight.Add(1)
-	s.mu.Unlock()
-	defer s.inflight.Done()
-	every := s.l.store.opts.Heartbeat
-	ctx, cancel := context.WithTimeout(context.Background(), max(every/3, time.Millisecond))
+// Beat extends the lease; the lease is lost when Redis says so, or when a
+// beat fails after the lease ran out by this process's clock.
+func (s *supervision) Beat(ctx context.Context) (lost, failed bool) {
 	err := s.l.Extend(ctx)
-	cancel()
-	if errors.Is(err, ErrLeaseLost) || (err != nil && s.l.left() <= 0) {
-		s.lost()
-		return
-	}
-	next := every
-	if err != nil {
-		next = max(every/5, time.Millisecond)
-	}
-	s.mu.Lock()
-	if !s.stopped {
-		due := time.Now().Add(next)
-		if !s.over.IsZero() {
-			due = minTime(due, s.over)
-		}
-		s.l.store.beats.Add(&s.entry, s, due)
-	}
-	s.mu.Unlock()
+	return errors.Is(err, ErrLeaseLost) || (err != nil && s.l.left() <= 0), err != nil
 }
 
-func (s *supervision) lost() {
+// Lost tells the owner its lease is lost.
+func (s *supervision) Lost() {
 	if s.cancel != nil {
 		s.cancel(ErrLeaseLost)
 	}
@@ -322,12 +253,9 @@ func (s *supervision) lost() {
 	}
 }
 
-// stop ends the supervision: no beat starts after it, and it waits for
-// one in flight.
-func (s *supervision) stop() {
-	s.mu.Lock()
-	s.stopped = true
-	s.mu.Unlock()
-	s.l.store.beats.Remove(&s.entry)
-	s.inflight.Wait()
+// Over ends the operation at MaxDuration.
+func (s *supervision) Over() {
+	if s.cancel != nil {
+		s.cancel(ErrMaxDuration)
+	}
 }

@@ -233,9 +233,9 @@ func TestClaimIsIdempotentPerToken(t *testing.T) {
 			ctx := context.Background()
 			keys := []string{s.keys("", "k").Record()}
 			fp := record.Fingerprint("fp")
-			rec := record.AppendStarted(nil, &fp, "tok-0001", s.ret.threshold, &record.Started{Attempt: 1, Label: "l"})
+			rec := record.AppendStarted(nil, &fp, "tok-0001", s.ret.Threshold, &record.Started{Attempt: 1, Label: "l"})
 			run := func() record.ClaimReply {
-				reply, err := claimScript.Run(ctx, b.client, keys, rec, s.ret.ms).Result()
+				reply, err := claimScript.Run(ctx, b.client, keys, rec, s.ret.MS).Result()
 				require.NoError(t, err)
 				c, ok := record.DecodeClaim(reply)
 				require.True(t, ok, "%#v", reply)

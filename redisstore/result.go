@@ -21,13 +21,8 @@ const (
 
 // String returns "claimed", "took over" or "replayed".
 func (s Status) String() string {
-	switch s {
-	case Claimed:
-		return "claimed"
-	case TookOver:
-		return "took over"
-	case Replayed:
-		return "replayed"
+	if Claimed <= s && s <= Replayed {
+		return [...]string{"claimed", "took over", "replayed"}[s-Claimed]
 	}
 	return "Status(" + strconv.Itoa(int(s)) + ")"
 }

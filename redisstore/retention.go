@@ -9,30 +9,21 @@ import (
 )
 
 // retention is how long a record lives after its owner's last sign of
-// life, in the forms the scripts take (record.RetentionArgs). The lease
-// is the store's whatever the retention: every record holds its
-// threshold, so a takeover, a forget or a check reads the lease from the
-// record itself.
-type retention struct {
-	d         time.Duration
-	ms        any    // the retention in ms, boxed once: claim, extend, checkpoint
-	threshold string // retention - lease in ms, written into started records
-	tombstone any    // retention + tombstone retention in ms: a tombstone's TTL
-}
+// life, in the forms the scripts take.
+type retention = record.Retention
 
 // retentions caches the retentions of Request.Retention, as the routes of
 // the middleware set them: a few distinct values, each made once.
 type retentions = lru.Memo[time.Duration, *retention]
 
 func (s *Store) newRetention(d time.Duration) *retention {
-	ms, threshold, tombstone := record.RetentionArgs(d, s.opts.Lease, s.opts.TombstoneRetention)
-	return &retention{d: d, ms: ms, threshold: threshold, tombstone: tombstone}
+	return record.NewRetention(d, s.opts.Lease, s.opts.TombstoneRetention)
 }
 
 // retentionOf returns the retention of a request's records: d, or the
 // store's when d is 0. d has been validated.
 func (s *Store) retentionOf(d time.Duration) *retention {
-	if d == 0 || d == s.ret.d {
+	if d == 0 || d == s.ret.D {
 		return s.ret
 	}
 	if r, ok := s.rets.Load(d); ok {

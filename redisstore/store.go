@@ -164,11 +164,11 @@ type Store struct {
 	rets retentions
 
 	flights flights
-	beats   *timers.Queue[*supervision] // every supervised lease's next beat or MaxDuration
-	cache   *replayCache                // nil without Options.ReplayCacheBytes
-	wake    *wake.Waker                 // nil when the client cannot subscribe
-	env     *check.Startup              // the start-up check of maxmemory-policy
-	out     *script.Outage              // a Redis that refuses connections
+	beats   *timers.Queue[*timers.Watch] // every supervised lease's next beat or MaxDuration
+	cache   *lru.Replays                 // nil without Options.ReplayCacheBytes
+	wake    *wake.Waker                  // nil when the client cannot subscribe
+	env     *check.Startup               // the start-up check of maxmemory-policy
+	out     *script.Outage               // a Redis that refuses connections
 }
 
 // New returns a Store that runs its scripts on client: a *redis.Client,
@@ -223,7 +223,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{client: client, opts: opts, beats: timers.New((*supervision).fire)}
+	s := &Store{client: client, opts: opts, beats: timers.New((*timers.Watch).Fire)}
 	s.ret = s.newRetention(opts.Retention)
 	s.out = script.NewOutage(client, claimScript, opts.Logger)
 	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
@@ -237,7 +237,8 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
 	}
 	if opts.ReplayCacheBytes > 0 {
-		s.cache = lru.New[cached](opts.ReplayCacheBytes)
+		r := lru.NewReplays(opts.ReplayCacheBytes)
+		s.cache = &r
 	}
 	if sub, ok := client.(wake.Subscriber); ok {
 		s.wake = wake.New(sub)
@@ -351,9 +352,9 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	if s.opts.TombstoneRetention > 0 {
 		keys = []string{l.keys.Record(), l.keys.Tombstone()}
 	}
-	l.started = record.AppendStarted(l.startedBuf[:0], &l.fp, l.token, l.ret.threshold,
+	l.started = record.AppendStarted(l.startedBuf[:0], &l.fp, l.token, l.ret.Threshold,
 		&record.Started{Attempt: 1, Label: l.label, CreatedMS: l.createdMS})
-	args := [3]any{&l.started, l.ret.ms, "ttl"} // "ttl": a replay says how long the record lives, for the cache
+	args := [3]any{&l.started, l.ret.MS, "ttl"} // "ttl": a replay says how long the record lives, for the cache
 	argv := args[:2]
 	if s.cache != nil {
 		argv = args[:3]
@@ -363,7 +364,7 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	reply, err := s.call(ctx, lost, claimScript, keys, argv...)
 	c, err := s.claimed(l, reply, err, start)
 	if errors.Is(err, errLegacy) {
-		reply, err = s.call(ctx, lost, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, &l.started, l.ret.ms, l.req.Fingerprint)
+		reply, err = s.call(ctx, lost, legacyScript, []string{l.keys.Record(), l.keys.LegacyLease()}, &l.started, l.ret.MS, l.req.Fingerprint)
 		c, err = s.claimed(l, reply, err, start)
 		if errors.Is(err, errLegacy) { // the old record went meanwhile: claim afresh
 			reply, err = s.call(ctx, lost, claimScript, keys, argv...)
@@ -424,7 +425,8 @@ type Record struct {
 }
 
 // Lookup reads the record for scope and key, for inspection and tests. It
-// changes nothing. It returns ErrNotFound when there is no record.
+// changes nothing. It returns ErrNotFound when there is no record, and an
+// error matching ErrUnexpectedReply when the key holds something else.
 func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) {
 	reply, err := s.call(ctx, nil, lookupScript, s.keys(scope, key).One)
 	if err != nil {

@@ -34,3 +34,22 @@ func RetentionProblem(d, lease, maxDuration time.Duration) string {
 	}
 	return ""
 }
+
+// Retention is a record's retention in the forms the scripts take
+// (RetentionArgs), made once per distinct retention and boxed once, so
+// that a call's arguments cost no allocation. The lease is the store's
+// whatever the retention: every started record holds its Threshold, so a
+// takeover, a forget or a check reads the lease from the record itself.
+type Retention struct {
+	D         time.Duration
+	MS        any    // D in ms: claim, extend, checkpoint
+	Threshold string // D - lease in ms, written into started records
+	Tombstone any    // D + the tombstone retention in ms: a tombstone's TTL
+}
+
+// NewRetention returns retention d on a store with this lease and
+// tombstone retention.
+func NewRetention(d, lease, tombstone time.Duration) *Retention {
+	ms, threshold, tomb := RetentionArgs(d, lease, tombstone)
+	return &Retention{D: d, MS: ms, Threshold: threshold, Tombstone: tomb}
+}

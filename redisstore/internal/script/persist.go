@@ -40,3 +40,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// HandBack gives back, in the background, a claim whose answer was lost
+// (Redis may have run it, and nobody will run the operation on it): it
+// calls release, within timeout each time, at once and once more a moment
+// later in case the claim reached Redis late, until release reports that
+// the claim is not held (done).
+func HandBack(timeout time.Duration, release func(context.Context) (done bool)) {
+	go func() {
+		for _, wait := range [...]time.Duration{0, 100 * time.Millisecond} {
+			time.Sleep(wait)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			done := release(ctx)
+			cancel()
+			if done {
+				return
+			}
+		}
+	}()
+}

@@ -1,6 +1,7 @@
 package timers
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -149,4 +150,70 @@ func TestQueueConcurrent(t *testing.T) {
 		}
 	}
 	require.Zero(t, q.Len())
+}
+
+// watched is a Watched that counts its beats and says what the test wants.
+type watched struct {
+	mu                sync.Mutex
+	beats             int
+	failUntil, lostAt int // beats that fail; the beat that says lost (0: none)
+	lost, over        chan struct{}
+}
+
+func (o *watched) Beat(context.Context) (lost, failed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.beats++
+	return o.beats == o.lostAt, o.beats <= o.failUntil
+}
+func (o *watched) Lost() { close(o.lost) }
+func (o *watched) Over() { close(o.over) }
+func (o *watched) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.beats
+}
+
+func newWatched(failUntil, lostAt int) *watched {
+	return &watched{failUntil: failUntil, lostAt: lostAt, lost: make(chan struct{}), over: make(chan struct{})}
+}
+
+func TestWatch(t *testing.T) {
+	q := New((*Watch).Fire)
+	t.Run("beats until lost, failed beats sooner", func(t *testing.T) {
+		o, w := newWatched(2, 4), &Watch{}
+		w.Start(q, o, 50*time.Millisecond, time.Time{})
+		select {
+		case <-o.lost:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("not lost after %d beats", o.count())
+		}
+		w.Stop()
+		if n := o.count(); n != 4 {
+			t.Fatalf("%d beats, want 4: none after the lost one", n)
+		}
+	})
+	t.Run("over ends it without a beat", func(t *testing.T) {
+		o, w := newWatched(0, 0), &Watch{}
+		w.Start(q, o, time.Hour, time.Now().Add(20*time.Millisecond))
+		select {
+		case <-o.over:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not over")
+		}
+		w.Stop()
+		if n := o.count(); n != 0 {
+			t.Fatalf("%d beats, want 0", n)
+		}
+	})
+	t.Run("stopped before its first beat, nothing runs", func(t *testing.T) {
+		o, w := newWatched(0, 0), &Watch{}
+		w.Start(q, o, 20*time.Millisecond, time.Time{})
+		w.Stop()
+		w.Stop()                          // twice is fine
+		time.Sleep(60 * time.Millisecond) // three intervals: a beat would have come
+		if n := o.count(); n != 0 {
+			t.Fatalf("%d beats after Stop", n)
+		}
+	})
 }
