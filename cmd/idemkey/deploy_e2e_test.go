@@ -45,9 +45,7 @@ const (
 // TestDeployDrill runs the drill with the store on the auto-pipeliner
 // (serve's default) and without it.
 func TestDeployDrill(t *testing.T) {
-	if os.Getenv("IDEMKEY_LONG") == "" {
-		t.Skip("long drill: run with IDEMKEY_LONG=1 (.ci/run sets it)")
-	}
+	redistest.Long(t)
 	for _, mode := range []struct {
 		name  string
 		flags []string
