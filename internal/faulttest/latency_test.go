@@ -59,7 +59,10 @@ func TestHeartbeatUnderLatency(t *testing.T) { heartbeatUnderLatency(t, direct) 
 // TestHeartbeatUnderLatencyPipelined is TestHeartbeatUnderLatency with the
 // store on the auto-pipeliner, where the heartbeat shares one connection
 // with the duplicates' claims.
-func TestHeartbeatUnderLatencyPipelined(t *testing.T) { heartbeatUnderLatency(t, pipelined) }
+func TestHeartbeatUnderLatencyPipelined(t *testing.T) {
+	redistest.Long(t)
+	heartbeatUnderLatency(t, pipelined)
+}
 
 func heartbeatUnderLatency(t *testing.T, v via) {
 	const lease = 900 * time.Millisecond
@@ -158,6 +161,7 @@ func TestClaimUnderBlackholeAndLatency(t *testing.T) { claimUnderBlackholeAndLat
 // (~4.5s after the fault is cleared, with go-redis's default 5s; 1s after a
 // delay past Timeout), where the client itself serves it within milliseconds.
 func TestClaimUnderBlackholeAndLatencyPipelined(t *testing.T) {
+	redistest.Long(t)
 	claimUnderBlackholeAndLatency(t, pipelined)
 }
 
