@@ -356,6 +356,7 @@ var lostCases = []lostCase{
 // what the owner and the next caller get afterwards are those of the same
 // steps without the fault; the script did run twice in Redis.
 func TestLostReply(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
 			p := topo.start(t)
@@ -479,6 +480,7 @@ func TestLostReplyDo(t *testing.T) {
 // than held for a lease while nothing runs. A lost complete reply is sent
 // again by Complete's own retries.
 func TestLostReplyClusterReplicasDefaultRetries(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl := redistest.StartCluster(t, 3, redistest.Replicas(1))
 	ps := proxiesFor(t, cl.Addrs())
 	o := cl.Options()
