@@ -14,7 +14,7 @@
 // Redis restarted under a storm, replica acknowledgement, and the store's
 // health.
 //
-// IDEMKEY_FAILOVER_KEYS=n runs the failover storms with n keys (1,000 by
-// default) and the cases CI leaves out; IDEMKEY_KNOWN_HOLES=1 runs the tests
-// of known holes, which fail.
+// IDEMKEY_FAILOVER_KEYS=n (with IDEMKEY_LONG=1) runs the failover storms
+// with n keys (1,000 by default) and the cases CI leaves out;
+// IDEMKEY_KNOWN_HOLES=1 runs the tests of known holes, which fail.
 package faulttest
