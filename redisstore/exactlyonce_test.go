@@ -321,6 +321,7 @@ func TestHeartbeatSurvivesOneHungBeat(t *testing.T) {
 // taken over the moment Redis is back, though its lease ran out meanwhile:
 // it first gets a lease of Redis's uptime to renew or complete.
 func TestRestartGivesOwnersALease(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on leases and restarts
 	srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
 	opts := Options{Lease: 2 * time.Second}
 	owner := newStore(t, backend{client: srv.Client(t)}, opts)
@@ -360,6 +361,7 @@ func TestRestartGivesOwnersALease(t *testing.T) {
 // stretched it to the difference (24h more: every crashed owner's key held
 // for a day on a Redis up less than that) or removed it (a shorter one).
 func TestRestartGraceIgnoresRetentionChange(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on leases and restarts
 	ctx := context.Background()
 
 	t.Run("a longer retention does not stretch it", func(t *testing.T) {

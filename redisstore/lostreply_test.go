@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -430,6 +431,9 @@ func testLostReply(t *testing.T, p *proxied, s *lostStores, c lostCase) {
 func TestLostReplyDo(t *testing.T) {
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
+			if strings.HasSuffix(topo.name, "pipelined") {
+				redistest.Long(t) // TestLostReply runs every script on the pipeliner
+			}
 			p := topo.start(t)
 			s := newStore(t, backend{client: p.client}, Options{Lease: 600 * time.Millisecond, Replicas: p.replicas, ReplicaTimeout: time.Second, NoCollapse: true})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
