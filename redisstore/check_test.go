@@ -216,6 +216,7 @@ func TestCheckUnreachable(t *testing.T) {
 // On a cluster, every master is checked; through a single-node client, or
 // its auto-pipeliner, the cluster check fails.
 func TestCheckCluster(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl := redistest.StartCluster(t, 3)
 	cc := cl.Client(t)
 	s := checkStore(t, cc, Options{})

@@ -49,6 +49,7 @@ func settled(t *testing.T, s *Store) {
 // disabled, on every master of a cluster, and through an auto-pipeliner.
 // The store used to say nothing: the first sign was a duplicate.
 func TestEvictingRedisIsFoundOnFirstUse(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	ctx := context.Background()
 	evicting := redistest.Args("--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
 

@@ -254,15 +254,17 @@ func TestDoCancelledByCallerIsNotForgotten(t *testing.T) {
 	}
 }
 
-// hangs is a client whose extend calls hang (never reach Redis) while on,
-// until their context ends: a Redis that does not answer one beat.
+// hangs is a client whose next extend calls hang (never reach Redis) until
+// their context ends: a Redis that does not answer a beat.
 type hangs struct {
 	redis.Scripter
-	on atomic.Bool
+	hang atomic.Int32 // extend calls still to hang
+	hung atomic.Int32 // extend calls hung so far
 }
 
 func (h *hangs) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if h.on.Load() && sha == extendScript.Hash() {
+	if sha == extendScript.Hash() && h.hang.Add(-1) >= 0 {
+		h.hung.Add(1)
 		<-ctx.Done()
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(ctx.Err())
@@ -272,12 +274,22 @@ func (h *hangs) EvalSha(ctx context.Context, sha string, keys []string, args ...
 }
 
 // TestHeartbeatSurvivesOneHungBeat: one beat that hangs must not use up the
-// lease. Lease 1.2s, heartbeat 500ms, beats hang from 0.4s to 1s after the
-// claim: the owner must still hold its key afterwards.
+// lease. Lease 2.4s, heartbeat 1s: the first beat (1s after the claim) hangs
+// until its own deadline (Heartbeat/3) and is tried again Heartbeat/5 later,
+// 1.53s after the claim, 0.87s before the lease would run out. Duplicates
+// must get ErrInProgress throughout, until past the first lease and another
+// beat.
+//
+// The hang is one call, counted, not a window of time: with the hang from
+// 0.4s to 1s by timers, a 1.2s lease and a 500ms heartbeat, the beat that
+// had to land came 167ms before the lease's end, and once in a full run on
+// a busy machine (load 7) a duplicate took the key at 2.29s.
 func TestHeartbeatSurvivesOneHungBeat(t *testing.T) {
 	b := realBackend(t)
 	h := &hangs{Scripter: b.client}
-	opts := Options{Lease: 1200 * time.Millisecond, Heartbeat: 500 * time.Millisecond}
+	h.hang.Store(1)
+	const lease, every = 2400 * time.Millisecond, time.Second
+	opts := Options{Lease: lease, Heartbeat: every}
 	owner, err := New(h, opts)
 	require.NoError(t, err)
 	other := newStore(t, b, opts)
@@ -290,20 +302,18 @@ func TestHeartbeatSurvivesOneHungBeat(t *testing.T) {
 	var once sync.Once
 	stop := c.Lease.keepAlive(func() { once.Do(func() { close(lost) }) })
 	defer stop()
-	on := time.AfterFunc(400*time.Millisecond, func() { h.on.Store(true) })
-	off := time.AfterFunc(time.Second, func() { h.on.Store(false) })
-	defer on.Stop()
-	defer off.Stop()
 
-	for time.Since(start) < 3*time.Second {
+	for time.Since(start) < lease+every || h.hung.Load() == 0 {
+		require.Less(t, time.Since(start), time.Minute, "no beat hung")
 		_, err := other.Claim(ctx, req)
 		require.ErrorIs(t, err, ErrInProgress, "a duplicate took the key at %v", time.Since(start))
 		select {
 		case <-lost:
-			t.Fatal("the owner lost its lease")
+			t.Fatalf("the owner lost its lease at %v", time.Since(start))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	require.EqualValues(t, 1, h.hung.Load(), "beats hung")
 	require.NoError(t, c.Lease.Complete(ctx, Response{Code: 1}))
 }
 
@@ -311,6 +321,7 @@ func TestHeartbeatSurvivesOneHungBeat(t *testing.T) {
 // taken over the moment Redis is back, though its lease ran out meanwhile:
 // it first gets a lease of Redis's uptime to renew or complete.
 func TestRestartGivesOwnersALease(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on leases and restarts
 	srv := redistest.Start(t, redistest.Args("--appendonly", "yes", "--appendfsync", "always"))
 	opts := Options{Lease: 2 * time.Second}
 	owner := newStore(t, backend{client: srv.Client(t)}, opts)
@@ -350,6 +361,7 @@ func TestRestartGivesOwnersALease(t *testing.T) {
 // stretched it to the difference (24h more: every crashed owner's key held
 // for a day on a Redis up less than that) or removed it (a shorter one).
 func TestRestartGraceIgnoresRetentionChange(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on leases and restarts
 	ctx := context.Background()
 
 	t.Run("a longer retention does not stretch it", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -356,6 +357,7 @@ var lostCases = []lostCase{
 // what the owner and the next caller get afterwards are those of the same
 // steps without the fault; the script did run twice in Redis.
 func TestLostReply(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
 			p := topo.start(t)
@@ -429,6 +431,9 @@ func testLostReply(t *testing.T, p *proxied, s *lostStores, c lostCase) {
 func TestLostReplyDo(t *testing.T) {
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
+			if strings.HasSuffix(topo.name, "pipelined") {
+				redistest.Long(t) // TestLostReply runs every script on the pipeliner
+			}
 			p := topo.start(t)
 			s := newStore(t, backend{client: p.client}, Options{Lease: 600 * time.Millisecond, Replicas: p.replicas, ReplicaTimeout: time.Second, NoCollapse: true})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -479,6 +484,7 @@ func TestLostReplyDo(t *testing.T) {
 // than held for a lease while nothing runs. A lost complete reply is sent
 // again by Complete's own retries.
 func TestLostReplyClusterReplicasDefaultRetries(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl := redistest.StartCluster(t, 3, redistest.Replicas(1))
 	ps := proxiesFor(t, cl.Addrs())
 	o := cl.Options()

@@ -62,6 +62,7 @@ func keyOn(t *testing.T, cl *redistest.Cluster, s *Store, master int, name strin
 // claim in the slot must succeed at once (it used to fail until go-redis
 // reloaded its slot map, 60 s later).
 func TestReplicasClusterFailover(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl, _, s := replicatedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -97,6 +98,7 @@ func TestReplicasClusterFailover(t *testing.T) {
 // migrating (ASK), then the slot assigned to the target (MOVED). None of
 // them is a final answer, and each is followed.
 func TestReplicasClusterReshard(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl, client, s := replicatedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -162,6 +164,7 @@ func TestReplicasClusterReshard(t *testing.T) {
 // replica until the dead one comes back as its replica, so claims are refused
 // as not replicated until then.
 func TestReplicasClusterKillMaster(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl, _, s := replicatedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

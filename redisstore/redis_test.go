@@ -18,6 +18,7 @@ import (
 // Tests here need a real redis-server: cluster slots, command counts, faults.
 
 func TestClusterSpreadsKeysOverAllMasters(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl := redistest.StartCluster(t, 3)
 	s := newStore(t, backend{client: cl.Client(t)}, Options{})
 	ctx := context.Background()

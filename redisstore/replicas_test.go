@@ -93,6 +93,7 @@ func TestReplicas(t *testing.T) {
 // TestReplicasCluster checks that WAIT goes to the master owning the key:
 // with no replicas in the cluster, every claim is refused and released.
 func TestReplicasCluster(t *testing.T) {
+	t.Parallel() // its own servers; mostly waiting on cluster gossip and failovers
 	cl := redistest.StartCluster(t, 3)
 	s, err := New(cl.Client(t), Options{Replicas: 1, ReplicaTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)

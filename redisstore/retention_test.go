@@ -113,8 +113,15 @@ func testRetention(t *testing.T, b backend) {
 }
 
 func TestRetentionMiniredis(t *testing.T) { testRetention(t, miniBackend(t)) }
-func TestRetentionRedis(t *testing.T)     { testRetention(t, realBackend(t)) }
-func TestRetentionCluster(t *testing.T)   { testRetention(t, clusterBackend(t)) }
+func TestRetentionRedis(t *testing.T) {
+	t.Parallel() // its own server; waits for records to expire
+	testRetention(t, realBackend(t))
+}
+
+func TestRetentionCluster(t *testing.T) {
+	t.Parallel() // its own servers; waits for records to expire
+	testRetention(t, clusterBackend(t))
+}
 
 // The replay cache keeps an outcome no longer than its request's
 // retention: once the record expired in Redis, the key runs again, also in

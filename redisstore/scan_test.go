@@ -332,6 +332,9 @@ func TestScanAtScale(t *testing.T) {
 		}},
 	} {
 		t.Run(bk.name, func(t *testing.T) {
+			if bk.name == "cluster" {
+				redistest.Long(t) // TestScanCluster walks a cluster by default
+			}
 			b, nodes := bk.b(t)
 			ctx := context.Background()
 			const total, stuckN, bodyLen = 10_000, 7, 2048

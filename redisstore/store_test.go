@@ -96,9 +96,14 @@ func TestStoreCluster(t *testing.T)   { testStore(t, clusterBackend(t)) }
 
 // TestStoreRedisPipelined and TestStoreClusterPipelined run the suite with
 // the stores on the auto-pipeliner, which does not end calls at their
-// deadline: the store does, on another goroutine.
-func TestStoreRedisPipelined(t *testing.T)   { testStore(t, pipelinedBackend(t, realBackend(t))) }
-func TestStoreClusterPipelined(t *testing.T) { testStore(t, pipelinedBackend(t, clusterBackend(t))) }
+// deadline: the store does, on another goroutine. The cluster's is a long
+// drill (IDEMKEY_LONG=1).
+func TestStoreRedisPipelined(t *testing.T) { testStore(t, pipelinedBackend(t, realBackend(t))) }
+
+func TestStoreClusterPipelined(t *testing.T) {
+	redistest.Long(t)
+	testStore(t, pipelinedBackend(t, clusterBackend(t)))
+}
 
 var keySeq atomic.Int64
 

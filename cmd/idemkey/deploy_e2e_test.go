@@ -45,10 +45,7 @@ const (
 // TestDeployDrill runs the drill with the store on the auto-pipeliner
 // (serve's default) and without it.
 func TestDeployDrill(t *testing.T) {
-	if os.Getenv("IDEMKEY_LONG") == "" {
-		t.Skip("the deploy drill is long (about a minute): run it with IDEMKEY_LONG=1 IDEMKEY_REQUIRE_REDIS=1 " +
-			"go test -race -count=1 -run '^TestDeployDrill$' -v ./cmd/idemkey (.ci/run sets IDEMKEY_LONG=1)")
-	}
+	redistest.Long(t)
 	for _, mode := range []struct {
 		name  string
 		flags []string

@@ -54,6 +54,7 @@ func TestRedisURLsNeverShowTheirPassword(t *testing.T) {
 		{"wrong password", "redis://app:" + secret + "@" + mr.Addr() + "/0", 2, mr.Addr()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // the refused connections wait on the client's dial retries
 			for _, args := range [][]string{
 				{"inspect", "--scope", "s", "--redis", tc.url, "k1"},
 				{"doctor", "--redis", tc.url},

@@ -26,13 +26,18 @@ import (
 // "pipelined"), and against miniredis. Subtests that kill Redis run on the
 // redis-servers only.
 func Run(t *testing.T, mount Mount) {
+	// The backends run in parallel, each on its own server: most of a run
+	// is waiting (leases, timeouts, retries).
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
 		run(t, mount, backend{srv: redistest.Start(t)})
 	})
 	t.Run("pipelined", func(t *testing.T) {
+		t.Parallel()
 		run(t, mount, backend{srv: redistest.Start(t), pipelined: true})
 	})
 	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
 		run(t, mount, backend{mr: miniredis.RunT(t)})
 	})
 }

@@ -99,7 +99,10 @@ func TestProcessCrash(t *testing.T) { processCrash(t, direct) }
 
 // TestProcessCrashPipelined is TestProcessCrash with the children's stores
 // on the auto-pipeliner.
-func TestProcessCrashPipelined(t *testing.T) { processCrash(t, pipelined) }
+func TestProcessCrashPipelined(t *testing.T) {
+	redistest.Long(t)
+	processCrash(t, pipelined)
+}
 
 func processCrash(t *testing.T, v via) {
 	const lease = 500 * time.Millisecond

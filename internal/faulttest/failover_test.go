@@ -426,6 +426,7 @@ func checkServes(t *testing.T, a *app, name string) {
 // Replicas: 0: the test counts them (the figures in docs/failover.md) and
 // asserts only that every request is answered in time and service resumes.
 func TestSentinelFailoverStorm(t *testing.T) {
+	redistest.Long(t)
 	for _, c := range []sentinelCase{
 		{"Replicas=1, one replica", 1, true, true, false},
 		{"Replicas=2, two replicas", 2, false, true, true},
@@ -441,6 +442,7 @@ func TestSentinelFailoverStorm(t *testing.T) {
 // which must follow the new master as the client does. The other cases set
 // Replicas, which needs the client itself.
 func TestSentinelFailoverStormPipelined(t *testing.T) {
+	redistest.Long(t)
 	sentinelFailoverStorm(t, pipelined, sentinelCase{"Replicas=0, pipelined", 0, false, false, false})
 }
 
@@ -525,6 +527,9 @@ func TestClusterFailoverStorm(t *testing.T) {
 			name = "master killed"
 		}
 		t.Run(name, func(t *testing.T) {
+			if kill {
+				redistest.Long(t)
+			}
 			cl := redistest.StartCluster(t, 3, redistest.Replicas(1), redistest.NoFullCoverage(),
 				redistest.Args("--cluster-node-timeout", "1000"))
 			o := cl.Options() // ContextTimeoutEnabled

@@ -46,7 +46,10 @@ func TestHostileBodies(t *testing.T) { hostileBodies(t, direct) }
 
 // TestHostileBodiesPipelined is TestHostileBodies with the store on the
 // auto-pipeliner.
-func TestHostileBodiesPipelined(t *testing.T) { hostileBodies(t, pipelined) }
+func TestHostileBodiesPipelined(t *testing.T) {
+	redistest.Long(t)
+	hostileBodies(t, pipelined)
+}
 
 func hostileBodies(t *testing.T, v via) {
 	srv := redistest.Start(t)
@@ -277,7 +280,10 @@ func TestHandlerMaxDuration(t *testing.T) { handlerMaxDuration(t, direct) }
 
 // TestHandlerMaxDurationPipelined is TestHandlerMaxDuration with the store
 // on the auto-pipeliner.
-func TestHandlerMaxDurationPipelined(t *testing.T) { handlerMaxDuration(t, pipelined) }
+func TestHandlerMaxDurationPipelined(t *testing.T) {
+	redistest.Long(t)
+	handlerMaxDuration(t, pipelined)
+}
 
 func handlerMaxDuration(t *testing.T, v via) {
 	srv := redistest.Start(t)

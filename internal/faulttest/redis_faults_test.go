@@ -69,7 +69,10 @@ func TestRedisRestartDuringStorm(t *testing.T) { redisRestartDuringStorm(t, dire
 // TestRedisRestartDuringStormPipelined is TestRedisRestartDuringStorm with
 // the store on the auto-pipeliner, whose batches in flight when Redis dies
 // fail (or are sent again) whole.
-func TestRedisRestartDuringStormPipelined(t *testing.T) { redisRestartDuringStorm(t, pipelined) }
+func TestRedisRestartDuringStormPipelined(t *testing.T) {
+	redistest.Long(t)
+	redisRestartDuringStorm(t, pipelined)
+}
 
 func redisRestartDuringStorm(t *testing.T, v via) {
 	lease := v.restartLease(4 * time.Second)
@@ -161,6 +164,7 @@ func TestRedisRestartRetriedDuplicates(t *testing.T) { redisRestartRetriedDuplic
 // TestRedisRestartRetriedDuplicatesPipelined is
 // TestRedisRestartRetriedDuplicates with the store on the auto-pipeliner.
 func TestRedisRestartRetriedDuplicatesPipelined(t *testing.T) {
+	redistest.Long(t)
 	redisRestartRetriedDuplicates(t, pipelined)
 }
 
@@ -202,7 +206,10 @@ func redisRestartRetriedDuplicates(t *testing.T, v via) {
 // TestClusterMasterLost kills one of three masters (no replicas) mid-storm.
 // Keys in its slots get 503; the other masters keep serving; no key runs
 // twice.
-func TestClusterMasterLost(t *testing.T) { clusterMasterLost(t, direct) }
+func TestClusterMasterLost(t *testing.T) {
+	redistest.Long(t)
+	clusterMasterLost(t, direct)
+}
 
 // TestClusterMasterLostPipelined is TestClusterMasterLost with the store on
 // the cluster client's auto-pipeliner. Its queues split the slots into
@@ -211,7 +218,10 @@ func TestClusterMasterLost(t *testing.T) { clusterMasterLost(t, direct) }
 // masters' calls queued with them wait too: measured on 2 cores, a request
 // the survivors serve takes 200-500ms instead of a few, and the test 40s
 // instead of 10.
-func TestClusterMasterLostPipelined(t *testing.T) { clusterMasterLost(t, pipelined) }
+func TestClusterMasterLostPipelined(t *testing.T) {
+	redistest.Long(t)
+	clusterMasterLost(t, pipelined)
+}
 
 func clusterMasterLost(t *testing.T, v via) {
 	cl := redistest.StartCluster(t, 3, redistest.NoFullCoverage())

@@ -43,6 +43,9 @@ func TestEvictingRedisAnswers503(t *testing.T) {
 func TestRefusedRedisAnswers503Fast(t *testing.T) {
 	for _, v := range []via{direct, pipelined} {
 		t.Run(map[via]string{direct: "client", pipelined: "pipelined"}[v], func(t *testing.T) {
+			if v == pipelined {
+				redistest.Long(t)
+			}
 			srv := redistest.Start(t)
 			var log syncBuffer
 			// RequireNoEviction: the first request waits for the start-up

@@ -15,4 +15,8 @@
 //
 // When redis-server is not on PATH the tests that need it are skipped; set
 // IDEMKEY_REQUIRE_REDIS=1 to make that a failure instead (for CI).
+//
+// Long marks a long drill (a failover storm, the deploy drill, a pipelined
+// copy of a fault test): it skips, saying how to run it, unless
+// IDEMKEY_LONG=1, which .ci/run sets.
 package redistest

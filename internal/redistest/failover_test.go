@@ -26,6 +26,7 @@ func role(t *testing.T, ctx context.Context, s *redistest.Server) string {
 // (SENTINEL FAILOVER, then a master kill), and checks that one failover
 // client keeps reading and writing across both without being rebuilt.
 func TestSentinel(t *testing.T) {
+	t.Parallel() // mostly waiting: gossip, failovers
 	start := time.Now()
 	s := redistest.StartSentinel(t)
 	t.Logf("sentinel deployment started in %v", time.Since(start))
@@ -91,6 +92,7 @@ func TestSentinel(t *testing.T) {
 // replica of master 0 with CLUSTER FAILOVER and that of master 1 by killing
 // it; a cluster client keeps working across both.
 func TestClusterReplicas(t *testing.T) {
+	t.Parallel() // mostly waiting: gossip, failovers
 	start := time.Now()
 	cl := redistest.StartCluster(t, 3, redistest.Replicas(1), redistest.Args("--cluster-node-timeout", "1000"))
 	t.Logf("3+3 cluster started in %v", time.Since(start))
@@ -165,6 +167,7 @@ func TestClusterReplicas(t *testing.T) {
 // TestLaunchSentinel starts a deployment outside the test's control, as a
 // benchmark program would, and closes it.
 func TestLaunchSentinel(t *testing.T) {
+	t.Parallel() // mostly waiting: gossip, failovers
 	redistest.Binary(t)
 	s, err := redistest.LaunchSentinel(t.TempDir())
 	require.NoError(t, err)

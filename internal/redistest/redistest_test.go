@@ -98,6 +98,7 @@ func TestKillWhilePaused(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
+	t.Parallel() // mostly waiting: gossip, failovers
 	cl := redistest.StartCluster(t, 3)
 	require.Equal(t, 3, cl.Masters())
 	require.Len(t, cl.Addrs(), 3)
@@ -121,6 +122,7 @@ func TestCluster(t *testing.T) {
 }
 
 func TestClusterNoFullCoverage(t *testing.T) {
+	t.Parallel() // mostly waiting: gossip, failovers
 	cl := redistest.StartCluster(t, 3, redistest.NoFullCoverage())
 	ctx := ctxT(t, 20*time.Second)
 	cfg, err := cl.Node(0).Client(t).ConfigGet(ctx, "cluster-require-full-coverage").Result()
