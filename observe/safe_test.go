@@ -1,8 +1,8 @@
 package observe
 
 import (
-	"bytes"
 	"context"
+	"github.com/idemkey/idemkey/internal/syncbuf"
 	"log/slog"
 	"strings"
 	"sync"
@@ -40,22 +40,7 @@ func logTo(t *testing.T) *syncBuffer {
 	return b
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 func TestSafe(t *testing.T) {
 	require.Nil(t, Safe(nil))

@@ -1,12 +1,11 @@
 package faulttest
 
 import (
-	"bytes"
 	"fmt"
+	"github.com/idemkey/idemkey/internal/syncbuf"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,20 +79,4 @@ func TestRefusedRedisAnswers503Fast(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log's output, safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = syncbuf.Buffer
