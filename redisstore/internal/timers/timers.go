@@ -20,8 +20,8 @@ import (
 // value is ready. An Entry is in at most one queue at a time.
 type Entry[T any] struct {
 	v     T
-	due   int64 // unix nanos
-	index int   // in the heap, plus one; 0 when not queued
+	due   time.Duration // since the queue's base, on the monotonic clock
+	index int           // in the heap, plus one; 0 when not queued
 }
 
 // Queue calls fire with the owner of each Entry whose deadline has passed,
@@ -29,20 +29,29 @@ type Entry[T any] struct {
 // return soon (start a goroutine for slow work): the next deadlines wait
 // for it. The zero value is not ready: use New. A Queue is safe for
 // concurrent use.
+//
+// Deadlines are kept as distances from the time New was called, on the
+// monotonic clock: a step of the system clock moves none of them (a
+// heartbeat an hour late would lose its lease; one due at once, again and
+// again, would loop). A due time with no monotonic reading (Round(0), a
+// time parsed or built with time.Date) is measured on the wall clock.
 type Queue[T any] struct {
 	fire  func(T)
+	base  time.Time // deadlines are durations since base
 	mu    sync.Mutex
 	heap  []*Entry[T]
-	timer *time.Timer // nil until the first Add
-	armed int64       // the deadline the timer is armed for; 0: not armed
+	timer *time.Timer   // nil until the first Add
+	armed time.Duration // the deadline the timer is armed for; 0: not armed
 }
 
 // New returns a Queue that hands each owner whose deadline passes to fire.
-func New[T any](fire func(T)) *Queue[T] { return &Queue[T]{fire: fire} }
+func New[T any](fire func(T)) *Queue[T] {
+	return &Queue[T]{fire: fire, base: time.Now()}
+}
 
 // Add queues e, for owner v, with deadline due. e must not be queued.
 func (q *Queue[T]) Add(e *Entry[T], v T, due time.Time) {
-	d := due.UnixNano()
+	d := max(due.Sub(q.base), 1) // 1: armed is never 0
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if e.index != 0 {
@@ -91,9 +100,9 @@ func (q *Queue[T]) Len() int {
 }
 
 // arm sets the timer for d; q.mu is held.
-func (q *Queue[T]) arm(d int64) {
+func (q *Queue[T]) arm(d time.Duration) {
 	q.armed = d
-	wait := time.Duration(d - time.Now().UnixNano())
+	wait := d - time.Since(q.base)
 	if q.timer == nil {
 		q.timer = time.AfterFunc(wait, q.expire)
 		return
@@ -106,7 +115,7 @@ func (q *Queue[T]) arm(d int64) {
 func (q *Queue[T]) expire() {
 	for {
 		q.mu.Lock()
-		now := time.Now().UnixNano()
+		now := time.Since(q.base)
 		if len(q.heap) == 0 {
 			q.armed = 0
 			q.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkey/idemkey/internal/skew"
 	"github.com/stretchr/testify/require"
 )
 
@@ -216,4 +217,77 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("%d beats after Stop", n)
 		}
 	})
+}
+
+// TestQueueClockStep: deadlines are distances on the monotonic clock, so a
+// step of the system clock (NTP, an operator, a VM resumed) moves none of
+// them. skew.Wall makes the deadline of a clock stepped by an hour after
+// it was taken: stepped back, a wall-clock queue would fire an hour late
+// (the heartbeat would not come, the lease would be lost and another
+// attempt would run the side effect again); stepped forward, at once.
+func TestQueueClockStep(t *testing.T) {
+	const after = 50 * time.Millisecond
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		fired := make(chan *owner, 1)
+		q := New(func(o *owner) { fired <- o })
+		start := time.Now()
+		o := &owner{id: 1}
+		q.Add(&o.e, o, skew.Wall(start.Add(after), step))
+		recv(t, fired, 10*time.Second) // an hour late fails here
+		if d := time.Since(start); d < after {
+			t.Errorf("clock stepped by %v: fired after %v, before its deadline (%v)", step, d, after)
+		}
+	}
+}
+
+// TestWatchClockStep: a watch whose end time was taken before the clock
+// stepped forward beats once per interval until its end, not in a loop.
+func TestWatchClockStep(t *testing.T) {
+	q := New((*Watch).Fire)
+	o, w := newWatched(0, 0), &Watch{}
+	w.Start(q, o, 40*time.Millisecond, skew.Wall(time.Now().Add(200*time.Millisecond), -time.Hour))
+	select {
+	case <-o.over:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not over")
+	}
+	w.Stop()
+	if n := o.count(); n > 5 {
+		t.Fatalf("%d beats in 200ms at one per 40ms: the end time re-fired at once", n)
+	}
+}
+
+// overBlocks is a Watched whose Over waits for the test.
+type overBlocks struct {
+	watched
+	entered, release chan struct{}
+}
+
+func (o *overBlocks) Over() { close(o.entered); <-o.release }
+
+// TestWatchStopWaitsForOver: Stop waits for an Over that has started, as
+// for a beat: once Stop returns, nothing of the watch runs.
+func TestWatchStopWaitsForOver(t *testing.T) {
+	q := New((*Watch).Fire)
+	o := &overBlocks{entered: make(chan struct{}), release: make(chan struct{})}
+	w := &Watch{}
+	w.Start(q, o, time.Hour, time.Now().Add(5*time.Millisecond))
+	select {
+	case <-o.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not over")
+	}
+	stopped := make(chan struct{})
+	go func() { w.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while Over was running")
+	case <-time.After(50 * time.Millisecond): // Stop must not return until release
+	}
+	close(o.release)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return after Over")
+	}
 }

@@ -61,15 +61,15 @@ func (w *Watch) beat() {
 		w.mu.Unlock()
 		return
 	}
+	w.inflight.Add(1) // Stop waits for the beat, or for Over
+	defer w.inflight.Done()
 	if !w.over.IsZero() && !time.Now().Before(w.over) {
 		w.stopped = true // no more beats: a stuck owner cannot hold on
 		w.mu.Unlock()
 		w.owner.Over()
 		return
 	}
-	w.inflight.Add(1)
 	w.mu.Unlock()
-	defer w.inflight.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), max(w.every/3, time.Millisecond))
 	lost, failed := w.owner.Beat(ctx)
 	cancel()
@@ -88,8 +88,8 @@ func (w *Watch) beat() {
 	w.mu.Unlock()
 }
 
-// Stop ends the watch: no beat starts after it, and it waits for one in
-// flight.
+// Stop ends the watch: no beat and no Over starts after it, and it waits
+// for one in flight.
 func (w *Watch) Stop() {
 	w.mu.Lock()
 	w.stopped = true
