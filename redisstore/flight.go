@@ -84,14 +84,17 @@ type holder Lease
 // Left is how long the lease holds at least (left).
 func (h *holder) Left() time.Duration { return (*Lease)(h).left() }
 
+var epoch = time.Now() // signs of life are measured from it, monotonic: a clock step moves no lease's end
+
 // signed records a sign of life of the lease sent at t: a claim, extend or
 // checkpoint that Redis acknowledged.
-func (l *Lease) signed(t time.Time) { l.sign.Store(t.UnixNano()) }
+func (l *Lease) signed(t time.Time) { l.sign.Store(int64(t.Sub(epoch))) }
+
+// signTime returns when the last sign of life was sent.
+func (l *Lease) signTime() time.Time { return epoch.Add(time.Duration(l.sign.Load())) }
 
 // left returns how long the lease holds at least, by its last sign of life.
-func (l *Lease) left() time.Duration {
-	return l.store.opts.Lease - time.Since(time.Unix(0, l.sign.Load()))
-}
+func (l *Lease) left() time.Duration { return l.store.opts.Lease - time.Since(l.signTime()) }
 
 // ended ends the lease's flight, with the stored outcome if there is one.
 func (l *Lease) ended(resp *Response) {
@@ -101,7 +104,7 @@ func (l *Lease) ended(resp *Response) {
 	if resp != nil {
 		// The record lives about the retention from the last sign of life
 		// (completion keeps its TTL).
-		l.store.remember(l, *resp, time.Unix(0, l.sign.Load()).Add(l.ret.D))
+		l.store.remember(l, *resp, l.signTime().Add(l.ret.D))
 	}
 }
 

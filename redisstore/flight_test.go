@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/internal/skew"
 	"github.com/idemkey/idemkey/observe"
 )
 
@@ -169,5 +170,22 @@ func TestDeadFlightIsReplaced(t *testing.T) {
 			}
 			require.Zero(t, flights(), "dead flights were not swept")
 		})
+	}
+}
+
+// TestLeaseLeftClockStep: how long a lease holds is measured on the
+// monotonic clock from its last sign of life, so a step of the system
+// clock after the sign neither ends it at once (a run cancelled for
+// nothing) nor keeps it alive for the length of the step (a run going on,
+// with Redis out of reach, after its lease ran out and another attempt
+// took the key over: the side effect twice).
+func TestLeaseLeftClockStep(t *testing.T) {
+	const lease = 10 * time.Second
+	l := &Lease{store: &Store{opts: Options{Lease: lease}}}
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		l.signed(skew.Wall(time.Now(), -step)) // signed just before the clock stepped by step
+		if left := l.left(); left <= lease-time.Second || left > lease {
+			t.Errorf("clock stepped by %v after the last sign of life: %v left of a %v lease", step, left, lease)
+		}
 	}
 }

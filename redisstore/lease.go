@@ -30,7 +30,7 @@ type Lease struct {
 	createdMS int64        // the record's: when it was first claimed
 	flight    *flight      // this process's flight for the key, when collapsing
 	ret       *retention   // the record's retention: the request's, or the store's
-	sign      atomic.Int64 // unix nanos of the last acknowledged sign of life
+	sign      atomic.Int64 // when the last acknowledged sign of life was sent: nanoseconds since epoch
 
 	// The started record the claim sends, in startedBuf when it fits: the
 	// claim's arguments point at it, which costs no allocation.
