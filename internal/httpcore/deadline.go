@@ -24,20 +24,25 @@ import (
 // the context's Deadline (ContextTimeoutEnabled); Done bounds what waits
 // on a channel (a pool's free connection, a call the store waits for on
 // another goroutine). A clock is safe for concurrent use.
+//
+// Ticks are measured from the clock's base on the monotonic clock: a step
+// of the system clock moves no deadline.
 type clock struct {
 	d    time.Duration // from a call's start to its deadline
 	tick time.Duration
+	base time.Time // ends are durations since base
 
 	cur   atomic.Pointer[tick] // the latest tick handed out
 	mu    sync.Mutex
 	open  []*tick // ticks not yet closed, by end
 	timer *time.Timer
-	armed int64 // the end the timer is armed for; 0: not armed
+	armed time.Duration // the end the timer is armed for; 0: not armed
 }
 
-// tick is the channel of the deadlines that end by end (unix nanos).
+// tick is the channel of the deadlines that end by end (since the clock's
+// base).
 type tick struct {
-	end  int64
+	end  time.Duration
 	done chan struct{}
 }
 
@@ -45,26 +50,26 @@ type tick struct {
 // (at least a millisecond): for a Timeout of 2s, deadlines close at most
 // 8ms late.
 func newClock(d time.Duration) *clock {
-	return &clock{d: d, tick: max(d/256, time.Millisecond)}
+	return &clock{d: d, tick: max(d/256, time.Millisecond), base: time.Now()}
 }
 
 // at returns the deadline of a call starting now, and its Done channel.
 func (c *clock) at(now time.Time) (time.Time, <-chan struct{}) {
 	deadline := now.Add(c.d)
-	dl := deadline.UnixNano()
-	if t := c.cur.Load(); t != nil && t.end >= dl && t.end-dl < int64(c.tick) {
+	dl := deadline.Sub(c.base)
+	if t := c.cur.Load(); t != nil && t.end >= dl && t.end-dl < c.tick {
 		return deadline, t.done
 	}
 	return deadline, c.slow(dl)
 }
 
 // slow finds or opens the tick of dl.
-func (c *clock) slow(dl int64) chan struct{} {
-	tk := int64(c.tick)
-	end := (dl + tk - 1) / tk * tk
+func (c *clock) slow(dl time.Duration) chan struct{} {
+	tk := c.tick
+	end := max((dl+tk-1)/tk*tk, tk) // never 0: armed 0 is not armed
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, found := slices.BinarySearchFunc(c.open, end, func(t *tick, end int64) int {
+	i, found := slices.BinarySearchFunc(c.open, end, func(t *tick, end time.Duration) int {
 		switch {
 		case t.end < end:
 			return -1
@@ -88,9 +93,9 @@ func (c *clock) slow(dl int64) chan struct{} {
 }
 
 // arm sets the timer for end; c.mu is held.
-func (c *clock) arm(end int64) {
+func (c *clock) arm(end time.Duration) {
 	c.armed = end
-	wait := time.Duration(end - time.Now().UnixNano())
+	wait := end - time.Since(c.base)
 	if c.timer == nil {
 		c.timer = time.AfterFunc(wait, c.expire)
 		return
@@ -102,7 +107,7 @@ func (c *clock) arm(end int64) {
 func (c *clock) expire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := time.Since(c.base)
 	n := 0
 	for n < len(c.open) && c.open[n].end <= now {
 		close(c.open[n].done)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkey/idemkey/internal/skew"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -187,4 +188,25 @@ func TestLabel(t *testing.T) {
 	h.lastLabel.Store(&labelEntry{"POST", "/v1/payments", "POST /v1/payments"})
 	r := req("POST", "/v1/payments")
 	require.Zero(t, testing.AllocsPerRun(100, func() { h.label(r) }), "the kept label costs nothing")
+}
+
+// TestClockStep: a call's deadline is a distance on the monotonic clock,
+// so a step of the system clock between the call's start and its tick
+// neither holds Done open for the length of the step (a claim waiting an
+// hour on a pool's connection) nor closes it at once.
+func TestClockStep(t *testing.T) {
+	const d = 50 * time.Millisecond
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		k := newClock(d)
+		start := time.Now()
+		_, done := k.at(skew.Wall(start, step)) // started just before the clock stepped by -step
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("clock stepped by %v: Done not closed 10s after a deadline of %v", -step, d)
+		}
+		if since := time.Since(start); since < d {
+			t.Errorf("clock stepped by %v: Done closed after %v, before the deadline (%v)", -step, since, d)
+		}
+	}
 }
