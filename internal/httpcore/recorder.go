@@ -160,7 +160,7 @@ func (rec *Recorder) Unwrap() http.ResponseWriter { return rec.w }
 // startStreaming writes the head and the buffered body to the client.
 func (rec *Recorder) startStreaming() error {
 	rec.streaming = true
-	rec.writeHead()
+	rec.writeHead(true)
 	if rec.oversize {
 		_, err := rec.w.Write(rec.body)
 		return err
@@ -171,8 +171,10 @@ func (rec *Recorder) startStreaming() error {
 
 // writeHead sends the committed status and headers: the header map is
 // reset to the snapshot, so changes the handler made after committing are
-// dropped, as net/http would.
-func (rec *Recorder) writeHead() {
+// dropped, as net/http would. live says the handler is still running (a
+// stream) and may change the map's values in place: it gets copies, so the
+// snapshot stays what was sent and is stored.
+func (rec *Recorder) writeHead(live bool) {
 	h := rec.w.Header()
 	for k := range h {
 		if _, ok := rec.snap.get(k); !ok {
@@ -180,7 +182,11 @@ func (rec *Recorder) writeHead() {
 		}
 	}
 	for _, f := range rec.snap.fields {
-		h[f.name] = f.vals
+		if live && f.vals != nil {
+			h[f.name] = slices.Clone(f.vals)
+		} else {
+			h[f.name] = f.vals
+		}
 	}
 	rec.w.WriteHeader(rec.status)
 }
@@ -191,7 +197,7 @@ func (rec *Recorder) flushHeld() {
 		return
 	}
 	trailers := rec.trailers()
-	rec.writeHead()
+	rec.writeHead(false)
 	if len(rec.body) > 0 {
 		_, _ = rec.w.Write(rec.body)
 	}

@@ -65,6 +65,28 @@ func TestSnapshot(t *testing.T) {
 	}
 }
 
+// TestSnapshotAfterFlush: once the head is sent by a Flush, the map holds
+// the sent values; a handler that changes one in place afterwards (which
+// net/http ignores) changes nothing that is stored.
+func TestSnapshotAfterFlush(t *testing.T) {
+	w := httptest.NewRecorder()
+	var rec Recorder
+	rec.init(w, 1<<20, map[string]bool{})
+	h := rec.Header()
+	h.Set("X-A", "sent")
+	rec.WriteHeader(http.StatusOK)
+	_, _ = rec.Write([]byte("part"))
+	rec.Flush()
+	h["X-A"][0] = "changed in place after the flush"
+	for _, f := range rec.storedHeader() {
+		if f.name == "X-A" {
+			require.Equal(t, []string{"sent"}, f.vals, "stored")
+			return
+		}
+	}
+	t.Fatal("X-A not stored")
+}
+
 // TestSnapshotLeavesOut: headers outer middleware set before the handler
 // ran, and omitted ones, are sent but not stored.
 func TestSnapshotLeavesOut(t *testing.T) {
