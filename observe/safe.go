@@ -53,7 +53,7 @@ func Safe(o Observer) Observer {
 type safe struct {
 	o       Observer
 	panics  atomic.Int64
-	lastLog atomic.Int64 // when a panic was last logged, in Unix nanoseconds
+	lastLog atomic.Int64 // when a panic was last logged: nanoseconds since started (0: never)
 }
 
 // Event passes e on to the observer, with a route fit for a label.
@@ -77,10 +77,15 @@ func (s *safe) contain(method, what string) {
 		return
 	}
 	n := s.panics.Add(1)
-	now, last := time.Now().UnixNano(), s.lastLog.Load()
+	// Measured from started on the monotonic clock: a step of the system
+	// clock back silences nothing.
+	now, last := int64(time.Since(started)), s.lastLog.Load()
 	if last != 0 && now-last < int64(time.Minute) || !s.lastLog.CompareAndSwap(last, now) {
 		return
 	}
 	slog.Default().Error("idemkey: the observer panicked; the request goes on, unobserved by it",
 		"method", method, "of", what, "panic", p, "panics", n, "stack", string(debug.Stack()))
 }
+
+// started is what safe measures the time between panics logged from.
+var started = time.Now()

@@ -181,6 +181,10 @@ type Store struct {
 // does that itself; for any other client the store waits for the reply on
 // another goroutine and gives up on time (a claim whose reply comes after
 // that is handed back).
+//
+// To spare allocations, script arguments are strings, *string and
+// encoding.BinaryMarshaler values: go-redis sends them and prints them in
+// hooks (cmd.String) as strings; another Scripter must handle them too.
 func New(client redis.Scripter, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
