@@ -129,6 +129,11 @@ func TestNumbers(t *testing.T) {
 		{[]string{"1e999999999999999999999"}, "1e+999999999999999999999"},
 		{[]string{"12.5e999999999999999999999"}, "1.25e+1000000000000000000000"},
 		{[]string{"0.001e-999999999999999999999"}, "1e-1000000000000000000002"},
+		// A borrow out of the exponent's leading 1: the canonical text is
+		// shorter than the exponent written, and is built in an exactly sized
+		// buffer without growing it (found by FuzzNumbers).
+		{[]string{"0.011e1000000000000000000"}, "1.1e+999999999999999998"},
+		{[]string{"123e-1000000000000000000", "1.23e-999999999999999998"}, "1.23e-999999999999999998"},
 		{[]string{"1e-00000000000000000000000000005"}, "0.00001"},
 	}
 	for _, tt := range tests {

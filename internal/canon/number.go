@@ -218,17 +218,26 @@ func appendNumber(dst []byte, neg bool, intDigits, fracDigits []byte, expNeg boo
 // appendDecimalSum appends the decimal digits of d + t, where d is a string
 // of digits without leading zeros and t is small enough that d + t > 0. It
 // never makes dst longer than the result, so that an exactly sized buffer
-// does not grow.
+// does not grow: a sum that loses its top digit (a borrow out of a leading
+// 1, as 1000 - 2) is written one digit shorter from the start.
 func appendDecimalSum(dst, d []byte, t int64) []byte {
-	start := len(dst)
-	dst = append(dst, d...)
 	u := uint64(t)
 	if t < 0 {
 		u = uint64(-t)
 	}
+	shorter := t < 0 && len(d) > 1 && d[0] == '1' && lessThan(d[1:], u)
+	if shorter {
+		d = d[1:] // the borrow out of the top is the leading 1's
+	}
+	start := len(dst)
+	dst = append(dst, d...)
 	carry := 0 // +1 carry, -1 borrow
 	for i := len(dst) - 1; u > 0 || carry != 0; i-- {
-		if i < start { // a carry out of the top digit
+		if i < start {
+			if shorter { // the borrow taken from the leading 1
+				break
+			}
+			// A carry out of the top digit.
 			dst = append(dst, 0)
 			copy(dst[start+1:], dst[start:])
 			dst[start] = '1'
@@ -256,4 +265,19 @@ func appendDecimalSum(dst, d []byte, t int64) []byte {
 		k++
 	}
 	return append(dst[:start], dst[k:]...)
+}
+
+// lessThan reports whether the decimal digits d are a number below u.
+func lessThan(d []byte, u uint64) bool {
+	for len(d) > 0 && d[0] == '0' {
+		d = d[1:]
+	}
+	if len(d) > 19 { // 10^19 is above every uint64 t can give
+		return false
+	}
+	var v uint64
+	for _, c := range d {
+		v = v*10 + uint64(c-'0')
+	}
+	return v < u
 }
