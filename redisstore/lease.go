@@ -198,8 +198,9 @@ func (l *Lease) DerivedKey(step string) string {
 // stops extending the lease, so a stuck operation cannot hold the key, and
 // cancels with cause ErrMaxDuration. Each beat waits for Redis a third of
 // the heartbeat, and one that fails is tried again after a fifth of it.
-// stop ends the watch; call it when the operation returns, before
-// completing or releasing the lease.
+// stop ends the watch, waiting for a cancel in progress (so cancel must
+// not call stop); call it when the operation returns, before completing or
+// releasing the lease.
 //
 // Nothing runs for an operation shorter than one heartbeat: the store keeps
 // every supervised lease's next beat (or MaxDuration) on one timer, so a

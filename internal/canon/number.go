@@ -216,7 +216,9 @@ func appendNumber(dst []byte, neg bool, intDigits, fracDigits []byte, expNeg boo
 }
 
 // appendDecimalSum appends the decimal digits of d + t, where d is a string
-// of digits without leading zeros and t is small enough that d + t > 0. It
+// of digits without leading zeros and t is so much smaller that d + t keeps
+// all but at most d's top digit (the caller's d is at least 10^18 and |t|
+// below 2^32; a t with more digits than d is not added right). It
 // never makes dst longer than the result, so that an exactly sized buffer
 // does not grow: a sum that loses its top digit (a borrow out of a leading
 // 1, as 1000 - 2) is written one digit shorter from the start.

@@ -31,7 +31,7 @@ type Outage struct {
 	single atomic.Bool                   // the client reaches one server
 	cur    atomic.Pointer[refusal]       // while Redis refuses connections
 	notify atomic.Pointer[chan struct{}] // closed when an outage begins, for the calls in flight
-	asked  atomic.Int64                  // the last call refused at once: nanoseconds since the outage's since
+	asked  atomic.Int64                  // the last call refused at once: nanoseconds since epoch
 	mu     sync.Mutex                    // orders beginnings and ends
 }
 
@@ -42,6 +42,9 @@ type refusal struct {
 	err   error
 	since time.Time
 }
+
+// epoch is what asked is measured from, on the monotonic clock.
+var epoch = time.Now()
 
 const (
 	outageProbe     = 50 * time.Millisecond  // between probes
@@ -87,7 +90,7 @@ func (o *Outage) Refusal() error {
 	if r == nil {
 		return nil
 	}
-	o.asked.Store(int64(time.Since(r.since)))
+	o.asked.Store(int64(time.Since(epoch)))
 	return &refusedError{r}
 }
 
@@ -123,7 +126,7 @@ func (o *Outage) begin(err error) {
 	// Logged first: a call that sees the outage may return before begin does.
 	o.logger.Error("redisstore: Redis refuses connections: claims fail at once, without waiting for the client's retries, until it accepts one again", "err", err)
 	r := &refusal{err: err, since: time.Now()}
-	o.asked.Store(0)
+	o.asked.Store(int64(r.since.Sub(epoch)))
 	o.cur.Store(r)
 	next := make(chan struct{})
 	close(*o.notify.Swap(&next))
@@ -154,7 +157,7 @@ func (o *Outage) run(r *refusal) {
 		if o.cur.Load() != r {
 			return // a call got an answer
 		}
-		if time.Since(r.since) > outageMax || time.Since(r.since)-time.Duration(o.asked.Load()) > outageIdle {
+		if time.Since(r.since) > outageMax || time.Since(epoch)-time.Duration(o.asked.Load()) > outageIdle {
 			o.mu.Lock()
 			o.cur.CompareAndSwap(r, nil) // given up, quietly: the next refusal says so again
 			o.mu.Unlock()
