@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,20 +16,42 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// newConnCountServer returns a server answering 201 at once and the count
-// of the connections it accepted.
-func newConnCountServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+// connCount is what a server saw of its connections: how many it accepted,
+// and the most open at once.
+type connCount struct {
+	mu                     sync.Mutex
+	accepted, open, atOnce int
+}
+
+func (c *connCount) state(s http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch s {
+	case http.StateNew:
+		c.accepted++
+		c.open++
+		c.atOnce = max(c.atOnce, c.open)
+	case http.StateClosed, http.StateHijacked:
+		c.open--
+	}
+}
+
+func (c *connCount) get() (accepted, atOnce int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accepted, c.atOnce
+}
+
+// newConnCountServer returns a server answering 201 at once and what it
+// saw of its connections.
+func newConnCountServer(t *testing.T) (*httptest.Server, *connCount) {
 	t.Helper()
-	var conns atomic.Int64
+	var conns connCount
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) { conns.state(s) }
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, &conns
@@ -42,7 +64,10 @@ func newConnCountServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 // closed the extra ones (1,629 sockets left in TIME-WAIT by a 4 s run at
 // 6,000/s with 1,000 slots; here 17 to 81 connections for 16 slots in 3 runs
 // of 10 on the old code: a race, hence the repetitions, and the transport's
-// setting checked as well).
+// setting checked as well). What is bounded is the connections open at
+// once: the count of all ever accepted was flaky on a stalled machine (17
+// in one .ci/run beside two CPU-bound loops), where a connection may close
+// and be replaced, within the bound.
 func TestLoadConnectionsWithinMaxInFlight(t *testing.T) {
 	const slots = 16
 	require.Equal(t, slots, newTransport(slots).MaxConnsPerHost)
@@ -55,7 +80,9 @@ func TestLoadConnectionsWithinMaxInFlight(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 2000, rep.Load.Attempts)
 		require.Equal(t, 2000, rep.Load.Operations.Completed)
-		require.LessOrEqual(t, conns.Load(), int64(slots), "connections opened")
+		accepted, atOnce := conns.get()
+		t.Logf("connections accepted %d, open at once at most %d", accepted, atOnce)
+		require.LessOrEqual(t, atOnce, slots, "connections open at once")
 	}
 }
 
