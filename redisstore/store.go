@@ -241,8 +241,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: negative replay cache size %d", opts.ReplayCacheBytes)
 	}
 	if opts.ReplayCacheBytes > 0 {
-		r := lru.NewReplays(opts.ReplayCacheBytes)
-		s.cache = &r
+		s.cache = lru.NewReplays(opts.ReplayCacheBytes)
 	}
 	if sub, ok := client.(wake.Subscriber); ok {
 		s.wake = wake.New(sub)

@@ -18,21 +18,21 @@ type Outcome struct {
 type Replays struct{ c *Cache[Outcome] }
 
 // NewReplays returns Replays of at most max bytes.
-func NewReplays(max int) Replays { return Replays{New[Outcome](max)} }
+func NewReplays(max int) *Replays { return &Replays{New[Outcome](max)} }
 
 // Replay returns the outcome of the record named key when it is kept for
 // fingerprint fp. An outcome kept for another fingerprint is not returned:
 // the caller asks Redis, which answers the mismatch.
-func (r Replays) Replay(key string, fp *[16]byte) (Outcome, bool) {
+func (r *Replays) Replay(key string, fp *[16]byte) (Outcome, bool) {
 	return r.c.Get(key, func(o *Outcome) bool { return o.FP == *fp })
 }
 
 // Keep keeps a copy of body, the outcome of the record named key, until
 // expires: the caller may reuse its buffer.
-func (r Replays) Keep(key string, fp *[16]byte, code int, body []byte, expires time.Time) {
+func (r *Replays) Keep(key string, fp *[16]byte, code int, body []byte, expires time.Time) {
 	body = bytes.Clone(body)
 	r.c.Add(key, Outcome{FP: *fp, Code: code, Body: body}, len(key)+len(body)+96, expires)
 }
 
 // Remove drops the outcome of the record named key.
-func (r Replays) Remove(key string) { r.c.Remove(key) }
+func (r *Replays) Remove(key string) { r.c.Remove(key) }
