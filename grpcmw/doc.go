@@ -27,8 +27,9 @@
 // are not status errors (Unknown) and panics release the key, so the retry
 // runs the handler again. Final is the one list that is configurable. A run
 // stopped by Options.Shutdown, the store's MaxDuration or a lost lease
-// without an outcome keeps its record, and the retry takes it over as the
-// next attempt (Attempt, RecoveryPoint).
+// without an outcome keeps its record, whatever it then returns or throws
+// (a panic too), and the retry takes it over as the next attempt (Attempt,
+// RecoveryPoint).
 //
 // Replaying needs the response's type: the stored outcome records the
 // message's full name, and a replay resolves it in Options.Types

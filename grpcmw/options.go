@@ -52,9 +52,9 @@ type Options struct {
 	// Final reports whether a call that ended with code is finished: its
 	// outcome is stored and replayed to every retry. For the other codes the
 	// key is released, so a retry with the same key runs the handler again.
-	// A handler that panics always releases the key, and one stopped by
+	// A handler that panics releases the key, and one stopped by
 	// Shutdown, MaxDuration or a lost lease without an outcome always keeps
-	// its record for the retry to take over. An error that is not a status
+	// its record for the retry to take over, even if it then panics. An error that is not a status
 	// error counts as Unknown. Default: DefaultFinal (OK, InvalidArgument,
 	// NotFound, AlreadyExists, PermissionDenied, FailedPrecondition,
 	// OutOfRange, Unauthenticated).

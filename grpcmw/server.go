@@ -303,8 +303,9 @@ func (g *guard) run(c *call, l *redisstore.Lease, req any, handler grpc.UnaryHan
 
 // finish stores the outcome of a run, or gives its key back: a panic or a
 // code that is not Final releases it, and a run stopped without an outcome
-// (its context cancelled: shutdown, MaxDuration, a lost lease) interrupts
-// it, so that the retry takes the record over as the next attempt.
+// (its context cancelled: shutdown, MaxDuration, a lost lease), whether it
+// then returned or panicked, interrupts it, so that the retry takes the
+// record over as the next attempt.
 func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *recorder, started time.Time, resp any, err error, panicked bool) {
 	// The side effect has happened: storing its outcome is worth waiting for
 	// up to the lease (no one else may take the key over before it ends).
@@ -313,6 +314,11 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *
 	code := status.Code(err)
 	kind, werr := observe.Completed, error(nil)
 	switch {
+	case panicked && hctx.Err() != nil:
+		// Cut off, then panicked (a nil result of a call made on the
+		// cancelled context): the run may have done its work, as one that
+		// returned then. One rule with Store.Do and the HTTP middleware.
+		kind, werr = observe.Released, l.Interrupt(ctx)
 	case panicked:
 		kind, werr = observe.Released, l.Release(ctx)
 	case g.o.Final(code):

@@ -3,10 +3,13 @@ package grpcmw_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -126,4 +129,66 @@ func TestShutdownGrace(t *testing.T) {
 	require.Equal(t, 2, <-attempts, "a takeover, not a fresh attempt")
 	require.EqualValues(t, 2, runs.get(), "each key's side effect once")
 	require.False(t, errors.Is(ctx.Err(), context.DeadlineExceeded))
+}
+
+// A call cut off (MaxDuration, a graceful stop's grace) after its side
+// effect, whose handler then panics, keeps its record: the retry takes it
+// over as attempt 2 and reconciles instead of charging again, as Store.Do
+// and the HTTP middleware do. The interceptor used to release the key on
+// any panic, so the retry ran as a fresh attempt 1 (attempts [1 1]).
+func TestCutOffCallThatPanicsIsTakenOver(t *testing.T) {
+	for _, cut := range []string{"MaxDuration", "shutdown"} {
+		t.Run(cut, func(t *testing.T) {
+			var (
+				mu       sync.Mutex
+				attempts []int
+				charges  counter
+				cutOnce  atomic.Bool // the first call is cut off
+			)
+			stopping, stop := context.WithCancel(context.Background())
+			defer stop()
+			started := make(chan struct{}, 1)
+			fn := func(ctx context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+				a := grpcmw.Attempt(ctx)
+				mu.Lock()
+				attempts = append(attempts, a)
+				mu.Unlock()
+				if a == 1 { // else an earlier attempt may have charged: reconcile
+					charges.inc()
+				}
+				if !cutOnce.CompareAndSwap(false, true) {
+					return structpb.NewStruct(map[string]any{"charges": float64(charges.get())})
+				}
+				started <- struct{}{}
+				<-ctx.Done()
+				var result *structpb.Struct // what a call on the cancelled context returned
+				return structpb.NewStruct(map[string]any{"fields": len(result.Fields)})
+			}
+			s := setup{outer: []grpc.UnaryServerInterceptor{recoverer}}
+			if cut == "MaxDuration" {
+				s.store.MaxDuration = 50 * time.Millisecond // the handler waits for it: its length decides nothing
+			} else {
+				s.server.Shutdown, s.server.ShutdownGrace = stopping, -1
+			}
+			h := start(t, fn, s)
+			ctx := ctxT(t, 30*time.Second)
+			in := req(t, map[string]any{"amount": 1})
+			first := make(chan answer, 1)
+			go func() { first <- h.call(ctx, "k", in) }()
+			<-started
+			stop()
+			require.Equal(t, codes.Internal, status.Code((<-first).err), "the panic, recovered outside")
+
+			retry := h
+			if cut == "shutdown" {
+				retry = start(t, fn, setup{redis: h.redis}) // the stopping instance takes no new calls
+			}
+			a := retry.call(ctx, "k", in)
+			require.NoError(t, a.err)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, []int{1, 2}, attempts, "the retry ran as a fresh attempt")
+			require.EqualValues(t, 1, charges.get())
+		})
+	}
 }

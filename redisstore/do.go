@@ -45,7 +45,10 @@ type Result struct {
 //   - any other error: the failure is final and stored. Every call gets a
 //     *FailedError (errors.Is ErrFailed) with its text; in the call that ran
 //     fn it also wraps fn's error.
-//   - a panic: the key is released and the panic continues.
+//   - a panic: the key is released and the panic continues; once fn's
+//     context is done, only the lease ends, as for an error then. One rule
+//     for Do and the HTTP and gRPC middleware: a run whose context was cut
+//     off keeps its record, whatever it returns or throws.
 //
 // fn gets the lease: Attempt, RecoveryPoint and RecoveryData tell it whether a
 // previous attempt ran and where it got to; Checkpoint records progress and
@@ -106,7 +109,13 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	)
 	switch {
 	case panicked != nil:
-		werr = l.Release(wctx)
+		// A run cut off before it panicked may have done its work, as one
+		// that returned an error then: its record is kept.
+		if fctx.Err() != nil {
+			werr = l.Interrupt(wctx)
+		} else {
+			werr = l.Release(wctx)
+		}
 		s.observe(ctx, observe.Released, &l.req, l.Attempt, 0, start, werr)
 		panic(panicked)
 	case err == nil:
