@@ -19,7 +19,8 @@ const (
 // Result is the outcome of a successful [Store.Do].
 type Result struct {
 	// Data is the function's result, from this call or stored by an earlier
-	// one. It is the caller's: modifying it changes no later replay.
+	// one. It is the caller's own: modifying it changes no later replay and
+	// no other caller's Result, concurrent ones included.
 	Data []byte
 	// Replayed is true when the function did not run in this call.
 	Replayed bool
@@ -72,11 +73,9 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 		s.observe(ctx, observe.Replayed, &req, 0, c.Response.Code, time.Time{}, nil)
 		switch c.Response.Code {
 		case doSucceeded:
-			data := c.Response.Body
-			if s.cache != nil {
-				data = bytes.Clone(data) // the cache's bytes stay the cache's
-			}
-			return &Result{Data: data, Replayed: true}, nil
+			// A copy: the body may be the replay cache's, or shared with
+			// the concurrent calls this claim was collapsed with.
+			return &Result{Data: bytes.Clone(c.Response.Body), Replayed: true}, nil
 		case doFailed:
 			return nil, &FailedError{Message: string(c.Response.Body)}
 		}

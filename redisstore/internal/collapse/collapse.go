@@ -39,6 +39,7 @@ type Flight[C any] struct {
 	isDone    bool          // the flight ended
 	claimed   chan struct{} // closed once isClaimed, if made
 	done      chan struct{} // closed once isDone, if made
+	waiting   int           // followers that waited for the claim (Claimed)
 
 	// Set before claimed closes.
 	claim C
@@ -149,7 +150,19 @@ func (g *Group[C]) Claimed(f *Flight[C]) <-chan struct{} {
 	if f.claimed == nil {
 		f.claimed = make(chan struct{})
 	}
+	f.waiting++
 	return f.claimed
+}
+
+// Waiting returns how many callers have waited for the claim of key's
+// flight (Claimed before it had its answer); 0 without a flight.
+func (g *Group[C]) Waiting(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f := g.m[key]; f != nil {
+		return f.waiting
+	}
+	return 0
 }
 
 // Done returns a channel closed once f ends.
