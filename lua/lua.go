@@ -77,8 +77,9 @@ var Release string
 //go:embed extend.lua
 var Extend string
 
-// Checkpoint records a recovery point and its data and pushes the lease out,
-// if the caller's token still owns the record.
+// Checkpoint records a recovery point and its data and pushes the lease out
+// (or, past MaxDuration, keeps the record's TTL), if the caller's token
+// still owns the record.
 //
 //go:embed checkpoint.lua
 var Checkpoint string

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type Lease struct {
 	flight    *flight      // this process's flight for the key, when collapsing
 	ret       *retention   // the record's retention: the request's, or the store's
 	sign      atomic.Int64 // when the last acknowledged sign of life was sent: nanoseconds since epoch
+	over      atomic.Bool  // MaxDuration has passed (supervision.Over): no more signs of life
 
 	// The started record the claim sends, in startedBuf when it fits: the
 	// claim's arguments point at it, which costs no allocation.
@@ -149,8 +151,13 @@ func final(err error) bool {
 
 // Extend pushes the lease out to the store's full lease duration from now
 // (and the record's retention with it). It returns ErrLeaseLost if the record
-// is no longer this lease's.
+// is no longer this lease's, and ErrMaxDuration, without a call to Redis,
+// once Options.MaxDuration has passed for a supervised lease (Supervise,
+// Store.Do): a run past it cannot hold its key any longer.
 func (l *Lease) Extend(ctx context.Context) error {
+	if l.over.Load() {
+		return fmt.Errorf("redisstore: extend: %w", ErrMaxDuration)
+	}
 	sent := time.Now()
 	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.ret.MS)
 	err = owned("extend", reply, err)
@@ -163,17 +170,24 @@ func (l *Lease) Extend(ctx context.Context) error {
 // Checkpoint records that the operation reached point, with data a later
 // owner needs to resume from there (a charge ID, say), and pushes the lease
 // out. A caller that takes the record over finds them in its Lease's
-// RecoveryPoint and RecoveryData. It returns ErrLeaseLost if the record is no
-// longer this lease's, and a *ReplicationError if the checkpoint was stored
-// but too few replicas acknowledged it.
+// RecoveryPoint and RecoveryData. Once Options.MaxDuration has passed for a
+// supervised lease, it still records the point, for the takeover, but no
+// longer pushes the lease out: the record keeps its TTL. It returns
+// ErrLeaseLost if the record is no longer this lease's, and a
+// *ReplicationError if the checkpoint was stored but too few replicas
+// acknowledged it.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
 	s := l.store
 	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, l.ret.Threshold,
 		&record.Started{Attempt: l.Attempt, RecoveryPoint: point, RecoveryData: data, Label: l.label, CreatedMS: l.createdMS})
-	sent := time.Now()
-	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, l.ret.MS)
+	sent, over := time.Now(), l.over.Load()
+	ttl := l.ret.MS
+	if over {
+		ttl = "keep"
+	}
+	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, ttl)
 	err = ownedReplicated("checkpoint", reply, err)
-	if err == nil || errors.Is(err, ErrNotReplicated) {
+	if !over && (err == nil || errors.Is(err, ErrNotReplicated)) {
 		l.signed(sent)
 	}
 	return err
@@ -254,8 +268,10 @@ func (s *supervision) Lost() {
 	}
 }
 
-// Over ends the operation at MaxDuration.
+// Over ends the operation at MaxDuration: no sign of life pushes its lease
+// out any more (Extend, Checkpoint).
 func (s *supervision) Over() {
+	s.l.over.Store(true)
 	if s.cancel != nil {
 		s.cancel(ErrMaxDuration)
 	}

@@ -127,7 +127,9 @@ type Options struct {
 	// MaxDuration bounds how long an operation may run: past it, the
 	// context given to [Store.Do]'s function (or supervised by
 	// [Lease.Supervise]) is cancelled with cause ErrMaxDuration and the
-	// heartbeat stops, so a stuck operation cannot hold its key for ever.
+	// heartbeat stops, and neither Lease.Extend nor Lease.Checkpoint pushes
+	// the lease out any more, so a stuck operation cannot hold its key for
+	// ever.
 	// Zero means no bound. Must be shorter than Retention. Default: 0.
 	MaxDuration time.Duration
 
