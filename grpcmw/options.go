@@ -94,7 +94,9 @@ type Options struct {
 	// reached (a network error or a timeout), instead of answering
 	// Unavailable. Retries may then run it twice. An answer from Redis (a
 	// replication shortfall, an error reply) is never a reason to run
-	// unprotected. Default: false (fail closed).
+	// unprotected, nor is the store's refusal of a Redis that may evict or
+	// does not persist (RequireNoEviction, RequirePersistence). Default:
+	// false (fail closed).
 	FailOpen bool
 
 	// Shutdown, when done, starts a graceful stop, in this order. New

@@ -222,7 +222,8 @@ func (g *guard) claimFailed(c *call, err error) (failOpen bool) {
 // reached (or did not answer in time), rather than because it answered.
 func unreachable(err error) bool {
 	var re redis.Error
-	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.As(err, &re)
+	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.Is(err, redisstore.ErrEvicting) &&
+		!errors.Is(err, redisstore.ErrNoPersistence) && !errors.As(err, &re)
 }
 
 // replay answers with a stored outcome and idempotency-replayed: true.
@@ -334,6 +335,8 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *
 		case werr == nil:
 		case errors.Is(werr, redisstore.ErrNotReplicated):
 			g.o.Logger.Warn("grpcmw: outcome stored but not acknowledged by enough replicas; a failover now could lose it", "code", code, "err", werr)
+		case errors.Is(werr, redisstore.ErrVanished):
+			kind = observe.NotStored // the store logs it, once per cause per minute
 		case errors.Is(werr, redisstore.ErrLeaseLost):
 			kind = observe.Fenced
 			g.o.Logger.Warn("grpcmw: outcome not stored: the lease was lost (another attempt took the key over while this one ran)", "code", code, "attempt", l.Attempt)

@@ -142,7 +142,9 @@ type Options struct {
 	// reached (a network error or a timeout), instead of answering 503.
 	// Retries may then run it twice. Any answer Redis gives (a replication
 	// shortfall, an error reply, an unexpected reply) is never a reason to
-	// run unprotected. Default: false (fail closed).
+	// run unprotected, nor is the store's refusal of a Redis that may evict
+	// or does not persist (RequireNoEviction, RequirePersistence): 503.
+	// Default: false (fail closed).
 	FailOpen bool
 
 	// ProblemBase prefixes the slug of each problem type to make the

@@ -26,8 +26,10 @@ import (
 //
 // Without opts.Logger, what the store logs goes to tb.Logf (shown with -v
 // or when the test fails), never to slog's default logger, until the test
-// ends: the store's start-up check, for one, says that it cannot read
-// miniredis's maxmemory-policy.
+// ends. Unless opts asks for RequireNoEviction or RequirePersistence, the
+// store skips its start-up check (opts.NoStartupCheck), which would only
+// warn that it cannot read miniredis's eviction policy and persistence:
+// miniredis neither evicts nor persists, by design.
 func NewStore(tb testing.TB, opts redisstore.Options) (*redisstore.Store, *redis.Client) {
 	tb.Helper()
 	if opts.Logger == nil {
@@ -41,6 +43,9 @@ func NewStore(tb testing.TB, opts redisstore.Options) (*redisstore.Store, *redis
 				}
 				return a
 			}}))
+	}
+	if !opts.RequireNoEviction && !opts.RequirePersistence {
+		opts.NoStartupCheck = true
 	}
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {

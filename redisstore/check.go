@@ -75,12 +75,11 @@ func (s *Store) Check(ctx context.Context) ([]CheckResult, error) {
 // eviction policy itself).
 func (s *Store) checkClaim(ctx context.Context, key string) (release func(context.Context) error, err error) {
 	opts := s.opts
-	opts.Observer, opts.ReplayCacheBytes = nil, 0
+	opts.Observer, opts.ReplayCacheBytes, opts.RequireNoEviction, opts.RequirePersistence, opts.NoStartupCheck = nil, 0, false, false, true
 	quiet, err := New(s.client, opts)
 	if err != nil {
 		return nil, err
 	}
-	quiet.env.Settle()
 	c, err := quiet.Claim(ctx, Request{Scope: "idemkey check", Key: key, Label: "idemkey check"})
 	switch {
 	case err != nil:

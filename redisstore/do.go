@@ -47,9 +47,7 @@ type Result struct {
 //     *FailedError (errors.Is ErrFailed) with its text; in the call that ran
 //     fn it also wraps fn's error.
 //   - a panic: the key is released and the panic continues; once fn's
-//     context is done, only the lease ends, as for an error then. One rule
-//     for Do and the HTTP and gRPC middleware: a run whose context was cut
-//     off keeps its record, whatever it returns or throws.
+//     context is done, only the lease ends, as for an error then.
 //
 // fn gets the lease: Attempt, RecoveryPoint and RecoveryData tell it whether a
 // previous attempt ran and where it got to; Checkpoint records progress and
@@ -73,8 +71,7 @@ func (s *Store) Do(ctx context.Context, req Request, fn func(ctx context.Context
 		s.observe(ctx, observe.Replayed, &req, 0, c.Response.Code, time.Time{}, nil)
 		switch c.Response.Code {
 		case doSucceeded:
-			// A copy: the body may be the replay cache's, or shared with
-			// the concurrent calls this claim was collapsed with.
+			// A copy: the body may be the cache's, or shared with collapsed calls.
 			return &Result{Data: bytes.Clone(c.Response.Body), Replayed: true}, nil
 		case doFailed:
 			return nil, &FailedError{Message: string(c.Response.Body)}
@@ -108,9 +105,7 @@ func (s *Store) run(ctx context.Context, l *Lease, fn func(context.Context, *Lea
 	)
 	switch {
 	case panicked != nil:
-		// A run cut off before it panicked may have done its work, as one
-		// that returned an error then: its record is kept.
-		if fctx.Err() != nil {
+		if fctx.Err() != nil { // cut off: it may have done its work; its record is kept
 			werr = l.Interrupt(wctx)
 		} else {
 			werr = l.Release(wctx)
@@ -155,7 +150,7 @@ func stored(err error) (observe.Kind, error) {
 	switch {
 	case err == nil, errors.Is(err, ErrNotReplicated):
 		return observe.Completed, err
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrVanished):
 		return observe.Fenced, err
 	}
 	return observe.NotStored, err

@@ -38,14 +38,14 @@
 // The lease lives inside the record: a takeover needs the lease's deadline to
 // have passed on Redis's clock, never just a missing key.
 //
-// # Redis must not evict
+// # Redis must not evict, nor forget
 //
-// The store needs maxmemory-policy noeviction (or a Redis of its own that
-// never reaches maxmemory). An evicted record is forgotten: a retry of a
-// completed operation, or a duplicate of a running one, runs it again. The
-// store checks the policy on its first claim, in the background, and logs
-// an error naming maxmemory-policy when Redis may evict; with
-// Options.RequireNoEviction it refuses to serve instead ([ErrEvicting]).
+// A record that Redis evicts, or forgets in a restart without persistence,
+// runs again. The store checks maxmemory-policy and persistence on its
+// first claim and a minute after each check, logs what may lose records,
+// and with Options.RequireNoEviction or RequirePersistence refuses to serve
+// ([ErrEvicting], [ErrNoPersistence]). A write that finds its record gone
+// fails with [ErrVanished], and the store logs the cause.
 //
 // # Errors
 //
@@ -59,14 +59,12 @@
 //
 // # A Redis that refuses connections
 //
-// On one server (a *redis.Client, or an auto-pipeliner over one: the
-// start-up check tells), the first refused connection the store sees ends
-// the claims waiting on another goroutine and makes every claim after it
-// fail at once, its error wrapping the refusal (errors.Is
-// syscall.ECONNREFUSED), instead of each waiting for the client's dial
-// retries or its deadline; the store logs it (Options.Logger), probes
-// Redis every 50ms, and serves again as soon as it answers. Other writes
-// (complete, release, heartbeats) still go to the client and try as
-// before. On a cluster or a Ring, one node's refusal says nothing about
-// the others, and claims go to the client.
+// A refusal is an answer. On one server (a *redis.Client, or an
+// auto-pipeliner over one: the start-up check tells), [New] adds a dial
+// hook to the client that fails a refused dial at once, not after
+// go-redis's dial retries; the store then fails every claim at once,
+// wrapping the refusal (errors.Is syscall.ECONNREFUSED), logs it once,
+// probes Redis every 50ms, and serves as soon as it answers. Other writes
+// (complete, release, heartbeats) keep trying. On a cluster or a Ring, one
+// node's refusal says nothing about the others.
 package redisstore

@@ -52,7 +52,7 @@ func TestEvictingRedisIsFoundOnFirstUse(t *testing.T) {
 			require.NoError(t, err)
 		}
 		settled(t, s)
-		require.Equal(t, 1, strings.Count(log.String(), "level="), "logged once: %s", log.String())
+		require.Equal(t, 1, strings.Count(log.String(), "redisstore: maxmemory-policy:"), "logged once: %s", log.String())
 	})
 
 	t.Run("RequireNoEviction refuses, until the policy is fixed", func(t *testing.T) {
@@ -107,7 +107,8 @@ func TestEvictingRedisIsFoundOnFirstUse(t *testing.T) {
 
 	t.Run("noeviction: nothing to say", func(t *testing.T) {
 		var log logBuffer
-		s := newStore(t, realBackend(t), Options{RequireNoEviction: true, Logger: log.logger()})
+		srv := redistest.Start(t, redistest.Args("--appendonly", "yes")) // nor about persistence
+		s := newStore(t, backend{client: srv.Client(t)}, Options{RequireNoEviction: true, Logger: log.logger()})
 		c, err := s.Claim(ctx, newReq(t))
 		require.NoError(t, err)
 		require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))

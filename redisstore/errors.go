@@ -17,8 +17,13 @@ var (
 
 	// ErrLeaseLost means the caller's token no longer owns the record: its
 	// lease ran out and another caller took over, the record was completed or
-	// released, or it expired. Nothing was written.
+	// released, or it expired or vanished (ErrVanished). Nothing was written.
 	ErrLeaseLost = errors.New("redisstore: lease lost")
+
+	// ErrVanished means the record was gone when its owner wrote to it; such
+	// an error matches ErrLeaseLost too. The store logs the likely cause
+	// (evicted, flushed, Redis restarted), once per cause per minute.
+	ErrVanished = errors.New("redisstore: the record vanished (evicted, flushed, or Redis restarted without persistence)")
 
 	// ErrNotFound means no record exists for the scope and key.
 	ErrNotFound = errors.New("redisstore: record not found")
@@ -46,6 +51,11 @@ var (
 	// noeviction, and a maxmemory is set. An evicted record is forgotten, and a
 	// retry of its operation runs it again. Set maxmemory-policy noeviction.
 	ErrEvicting = errors.New("redisstore: Redis may evict records (maxmemory-policy is not noeviction)")
+
+	// ErrNoPersistence means the store refuses to serve because a master
+	// has neither AOF nor RDB (Options.RequirePersistence): a restart would
+	// forget every record. Set appendonly yes.
+	ErrNoPersistence = errors.New("redisstore: Redis does not persist records (neither AOF nor RDB)")
 
 	// ErrMaxDuration is the cause of the context cancellation a function run by
 	// [Store.Do] sees when it outlives Options.MaxDuration (see context.Cause).

@@ -81,20 +81,23 @@ func (s *Store) lead(ctx context.Context, l *Lease, f *flight) (*Claim, error) {
 // a *holder at no cost, and Left stays off Lease's public methods.
 type holder Lease
 
-// Left is how long the lease holds at least (left).
-func (h *holder) Left() time.Duration { return (*Lease)(h).left() }
+// Left is how long the lease holds at least, by its last sign of life.
+func (h *holder) Left() time.Duration { return h.sign.Left(h.store.opts.Lease) }
 
-var epoch = time.Now() // signs of life are measured from it, monotonic: a clock step moves no lease's end
+// Extend is a heartbeat (timers.Held): lost when Redis says so.
+func (h *holder) Extend(ctx context.Context) (bool, error) {
+	err := (*Lease)(h).Extend(ctx)
+	return errors.Is(err, ErrLeaseLost), err
+}
 
-// signed records a sign of life of the lease sent at t: a claim, extend or
-// checkpoint that Redis acknowledged.
-func (l *Lease) signed(t time.Time) { l.sign.Store(int64(t.Sub(epoch))) }
+// Lost hands back a claim whose answer was lost (script.Lost): a *Lease
+// converts to a *holder at no cost, where the method value l.handBack
+// would be an allocation per claim.
+func (h *holder) Lost() { (*Lease)(h).handBack() }
 
-// signTime returns when the last sign of life was sent.
-func (l *Lease) signTime() time.Time { return epoch.Add(time.Duration(l.sign.Load())) }
-
-// left returns how long the lease holds at least, by its last sign of life.
-func (l *Lease) left() time.Duration { return l.store.opts.Lease - time.Since(l.signTime()) }
+// Expire marks the lease past MaxDuration: no sign of life pushes it out
+// any more (Extend, Checkpoint).
+func (h *holder) Expire() { h.over.Store(true) }
 
 // ended ends the lease's flight, with the stored outcome if there is one.
 func (l *Lease) ended(resp *Response) {
@@ -104,7 +107,7 @@ func (l *Lease) ended(resp *Response) {
 	if resp != nil {
 		// The record lives about the retention from the last sign of life
 		// (completion keeps its TTL).
-		l.store.remember(l, *resp, l.signTime().Add(l.ret.D))
+		l.store.remember(l, *resp, l.sign.Time().Add(l.ret.D))
 	}
 }
 

@@ -132,7 +132,7 @@ func TestDeadFlightIsReplaced(t *testing.T) {
 			flights := s.flights.Len
 			lapse := func(l *Lease) { // by this process's clock and by Redis's
 				t.Helper()
-				l.signed(time.Now().Add(-time.Hour))
+				l.sign.Set(time.Now().Add(-time.Hour))
 				require.NoError(t, b.client.PExpire(ctx, l.keys.Record(), s.opts.Retention-s.opts.Lease).Err())
 			}
 
@@ -160,7 +160,7 @@ func TestDeadFlightIsReplaced(t *testing.T) {
 				abandoned = append(abandoned, c.Lease)
 			}
 			for _, l := range abandoned { // their leases are over by this process's clock
-				l.signed(time.Now().Add(-time.Hour))
+				l.sign.Set(time.Now().Add(-time.Hour))
 			}
 			require.Equal(t, 100, flights())
 			for range 100 {
@@ -183,8 +183,8 @@ func TestLeaseLeftClockStep(t *testing.T) {
 	const lease = 10 * time.Second
 	l := &Lease{store: &Store{opts: Options{Lease: lease}}}
 	for _, step := range []time.Duration{time.Hour, -time.Hour} {
-		l.signed(skew.Wall(time.Now(), -step)) // signed just before the clock stepped by step
-		if left := l.left(); left <= lease-time.Second || left > lease {
+		l.sign.Set(skew.Wall(time.Now(), -step)) // signed just before the clock stepped by step
+		if left := (*holder)(l).Left(); left <= lease-time.Second || left > lease {
 			t.Errorf("clock stepped by %v after the last sign of life: %v left of a %v lease", step, left, lease)
 		}
 	}

@@ -27,12 +27,12 @@ type Lease struct {
 	token     string
 	tokenArg  any // &token: a pointer, so that it costs no allocation in a call's arguments
 	fp        [record.FPLen]byte
-	label     string       // the record's: the first claim's label
-	createdMS int64        // the record's: when it was first claimed
-	flight    *flight      // this process's flight for the key, when collapsing
-	ret       *retention   // the record's retention: the request's, or the store's
-	sign      atomic.Int64 // when the last acknowledged sign of life was sent: nanoseconds since epoch
-	over      atomic.Bool  // MaxDuration has passed (supervision.Over): no more signs of life
+	label     string      // the record's: the first claim's label
+	createdMS int64       // the record's: when it was first claimed
+	flight    *flight     // this process's flight for the key, when collapsing
+	ret       *retention  // the record's retention: the request's, or the store's
+	sign      timers.Sign // when the last acknowledged sign of life was sent
+	over      atomic.Bool // MaxDuration has passed (holder.Expire): no more signs of life
 
 	// The started record the claim sends, in startedBuf when it fits: the
 	// claim's arguments point at it, which costs no allocation.
@@ -40,7 +40,7 @@ type Lease struct {
 	startedBuf [128]byte
 
 	// The lease's first supervision (Supervise), inside it: no allocation.
-	sup     supervision
+	sup     timers.Supervision
 	supUsed atomic.Bool
 
 	// Attempt is 1 for a fresh claim, plus one per takeover.
@@ -59,10 +59,10 @@ type Lease struct {
 // the key gets as a replay, and drops the lease; the record then lives for the
 // store's retention. The side effect has happened by now, so Complete tries
 // hard: if Redis cannot be reached it tries again with backoff until ctx is
-// done. A repeat by the same lease is harmless, so
-// a lost reply costs nothing. It returns ErrLeaseLost if the record is no
-// longer this lease's, and a *ReplicationError if the outcome was stored but
-// too few replicas acknowledged it.
+// done. A repeat by the same lease is harmless, so a lost reply costs
+// nothing. It returns ErrLeaseLost if the record is no longer this lease's
+// (ErrVanished if it is gone), and a *ReplicationError if the outcome was
+// stored but too few replicas acknowledged it.
 func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	s := l.store
 	rec := script.Bytes(record.AppendCompleted(make([]byte, 0, record.OffCompletedTail+24+len(resp.Body)), &l.fp, l.Attempt, resp.Code, resp.Body))
@@ -83,9 +83,17 @@ func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.ended(&resp)
 	} else {
+		l.gone("complete", err)
 		l.ended(nil)
 	}
 	return err
+}
+
+// gone tells check.Vanish when err says op found the record gone.
+func (l *Lease) gone(op string, err error) {
+	if err != nil && errors.Is(err, ErrVanished) {
+		l.store.env.Vanished(op, time.Since(l.sign.Time()))
+	}
 }
 
 // Release gives the key up without an outcome, for a failure that committed
@@ -99,12 +107,11 @@ func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, false
 
 // Interrupt ends the lease of a run that was stopped before it finished
 // (shutdown, MaxDuration, a lost deadline) and may have done part of its
-// work: unlike Release, it keeps the record and its history in every case
-// and ends only the lease, so the next claim takes the key over at once, as
-// the next attempt (Attempt > 1), with the last checkpoint as its recovery
-// point, instead of running as a fresh first attempt that knows nothing of
-// this one. Like Release, it tries again while Redis cannot be reached; it
-// returns ErrLeaseLost if another lease owns the record or it was completed.
+// work: unlike Release, it keeps the record and its history in every case,
+// so the next claim takes the key over at once as the next attempt
+// (Attempt > 1), from the last checkpoint, not as a fresh first attempt.
+// Like Release, it tries again while Redis cannot be reached; it returns
+// ErrLeaseLost if another lease owns the record or it was completed.
 func (l *Lease) Interrupt(ctx context.Context) error { return l.release(ctx, true) }
 
 // release is Release; keep keeps the record in any case, for a run that
@@ -122,14 +129,6 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 	return err
 }
 
-// handBacker is a Lease as the claim's script.Lost: a *Lease converts to
-// it at no cost, where the method value l.handBack would be an allocation
-// per claim.
-type handBacker Lease
-
-// Lost hands the claim back (handBack).
-func (h *handBacker) Lost() { (*Lease)(h).handBack() }
-
 // handBack gives back a claim whose answer was lost (script.HandBack).
 // Release is fenced, so it is harmless if the claim never took effect.
 func (l *Lease) handBack() {
@@ -139,21 +138,15 @@ func (l *Lease) handBack() {
 }
 
 // persist runs a write that is safe to repeat until it reaches Redis
-// (script.Persist): the store's answers (ErrLeaseLost, an unexpected
-// reply, too few replicas) are final, as Redis's are.
-func persist(ctx context.Context, write func() error) error { return script.Persist(ctx, final, write) }
-
-// final reports whether err is an answer that trying a write again cannot
-// change.
-func final(err error) bool {
-	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrNotReplicated)
+// (script.Persist): the store's answers are final, as Redis's are.
+func persist(ctx context.Context, write func() error) error {
+	return script.Persist(ctx, write, ErrLeaseLost, ErrUnexpectedReply, ErrNotReplicated)
 }
 
 // Extend pushes the lease out to the store's full lease duration from now
 // (and the record's retention with it). It returns ErrLeaseLost if the record
-// is no longer this lease's, and ErrMaxDuration, without a call to Redis,
-// once Options.MaxDuration has passed for a supervised lease (Supervise,
-// Store.Do): a run past it cannot hold its key any longer.
+// is no longer this lease's, and ErrMaxDuration, without a call, once
+// Options.MaxDuration has passed for a supervised lease.
 func (l *Lease) Extend(ctx context.Context) error {
 	if l.over.Load() {
 		return fmt.Errorf("redisstore: extend: %w", ErrMaxDuration)
@@ -162,34 +155,33 @@ func (l *Lease) Extend(ctx context.Context) error {
 	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.ret.MS)
 	err = owned("extend", reply, err)
 	if err == nil {
-		l.signed(sent)
+		l.sign.Set(sent)
 	}
+	l.gone("extend", err)
 	return err
 }
 
 // Checkpoint records that the operation reached point, with data a later
 // owner needs to resume from there (a charge ID, say), and pushes the lease
 // out. A caller that takes the record over finds them in its Lease's
-// RecoveryPoint and RecoveryData. Once Options.MaxDuration has passed for a
-// supervised lease, it still records the point, for the takeover, but no
-// longer pushes the lease out: the record keeps its TTL. It returns
-// ErrLeaseLost if the record is no longer this lease's, and a
-// *ReplicationError if the checkpoint was stored but too few replicas
-// acknowledged it.
+// RecoveryPoint and RecoveryData; past Options.MaxDuration it records the
+// point but keeps the record's TTL. It returns ErrLeaseLost if the record
+// is no longer this lease's, and a *ReplicationError if the checkpoint was
+// stored but too few replicas acknowledged it.
 func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error {
 	s := l.store
 	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, l.ret.Threshold,
 		&record.Started{Attempt: l.Attempt, RecoveryPoint: point, RecoveryData: data, Label: l.label, CreatedMS: l.createdMS})
-	sent, over := time.Now(), l.over.Load()
-	ttl := l.ret.MS
+	sent, over, ttl := time.Now(), l.over.Load(), l.ret.MS
 	if over {
 		ttl = "keep"
 	}
 	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, ttl)
 	err = ownedReplicated("checkpoint", reply, err)
 	if !over && (err == nil || errors.Is(err, ErrNotReplicated)) {
-		l.signed(sent)
+		l.sign.Set(sent)
 	}
+	l.gone("checkpoint", err)
 	return err
 }
 
@@ -210,9 +202,7 @@ func (l *Lease) DerivedKey(step string) string {
 // (Redis says another caller took it over, or no beat reached Redis before
 // the lease ran out); with Options.MaxDuration set, once that passes it
 // stops extending the lease, so a stuck operation cannot hold the key, and
-// cancels with cause ErrMaxDuration. Each beat waits for Redis a third of
-// the heartbeat, and one that fails is tried again after a fifth of it.
-// stop ends the watch, waiting for a cancel in progress (so cancel must
+// cancels with cause ErrMaxDuration. stop ends the watch, waiting for a cancel in progress (so cancel must
 // not call stop); call it when the operation returns, before completing or
 // releasing the lease.
 //
@@ -223,56 +213,15 @@ func (l *Lease) Supervise(cancel context.CancelCauseFunc) (stop func()) {
 	return l.supervise(cancel, nil, l.store.opts.MaxDuration).Stop
 }
 
-// supervision is one operation's watch over its lease (Supervise), on a
-// timers.Watch in the store's queue: beats use their own contexts, so
-// cancelling the owner's request does not stop them; only Stop does.
-type supervision struct {
-	timers.Watch
-	l      *Lease
-	cancel context.CancelCauseFunc // nil for keepAlive
-	onLost func()
-}
-
-// supervise starts a supervision of l: its first beat a heartbeat from
-// now, and MaxDuration maxDur from now if positive. The first supervision
-// of a lease is the one inside it; another (a second Supervise) is
-// allocated.
-func (l *Lease) supervise(cancel context.CancelCauseFunc, onLost func(), maxDur time.Duration) *supervision {
+// supervise starts a supervision of l, with MaxDuration maxDur if
+// positive. The first supervision of a lease is the one inside it; another
+// (a second Supervise) is allocated.
+func (l *Lease) supervise(cancel context.CancelCauseFunc, onLost func(), maxDur time.Duration) *timers.Supervision {
 	s := &l.sup
 	if !l.supUsed.CompareAndSwap(false, true) {
-		s = &supervision{}
+		s = &timers.Supervision{}
 	}
-	s.l, s.cancel, s.onLost = l, cancel, onLost
-	var over time.Time
-	if maxDur > 0 {
-		over = time.Now().Add(maxDur)
-	}
-	s.Start(l.store.beats, s, l.store.opts.Heartbeat, over)
+	s.Held, s.Cancel, s.OnLost, s.LostCause, s.OverCause = (*holder)(l), cancel, onLost, ErrLeaseLost, ErrMaxDuration
+	s.Supervise(l.store.beats, l.store.opts.Heartbeat, maxDur)
 	return s
-}
-
-// Beat extends the lease; the lease is lost when Redis says so, or when a
-// beat fails after the lease ran out by this process's clock.
-func (s *supervision) Beat(ctx context.Context) (lost, failed bool) {
-	err := s.l.Extend(ctx)
-	return errors.Is(err, ErrLeaseLost) || (err != nil && s.l.left() <= 0), err != nil
-}
-
-// Lost tells the owner its lease is lost.
-func (s *supervision) Lost() {
-	if s.cancel != nil {
-		s.cancel(ErrLeaseLost)
-	}
-	if s.onLost != nil {
-		s.onLost()
-	}
-}
-
-// Over ends the operation at MaxDuration: no sign of life pushes its lease
-// out any more (Extend, Checkpoint).
-func (s *supervision) Over() {
-	s.l.over.Store(true)
-	if s.cancel != nil {
-		s.cancel(ErrMaxDuration)
-	}
 }

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,22 +14,25 @@ import (
 	"github.com/idemkey/idemkey/internal/redistest"
 )
 
-// TestRefusedConnectionFailsFast: once the store has seen Redis refuse a
-// connection, claims fail at once with that refusal as their cause, instead
-// of each waiting out the client's dial retries (~1.7s) or, on the
-// auto-pipeliner, its whole deadline with only "context deadline exceeded"
-// to show; the store logs the refusal, and serves again as soon as Redis
-// accepts connections. On the plain client, the claim that finds the
-// refusal waits out the client's retries; on the pipeliner, the claims
-// until its late answer come back (one deadline or two).
+// TestRefusedConnectionFailsFast: once Redis refuses connections, every
+// claim fails with that refusal as its cause (errors.Is ECONNREFUSED), the
+// first after the stop included, on the plain client (with and without
+// ContextTimeoutEnabled) and on the auto-pipeliner: none waits for its
+// deadline, which is 1s here, shorter than go-redis's dial retries (at
+// least 1.6s of fixed 100ms sleeps, which the first claim used to wait out,
+// or on the pipeliner its whole deadline, with only "context deadline
+// exceeded" to show) and the promise (a refusal answers well under a
+// second; the refusal path takes milliseconds, over 4x within it). The
+// claims after the first fail at once on the store's outage; the store
+// logs the refusal, and serves again as soon as Redis accepts connections.
 func TestRefusedConnectionFailsFast(t *testing.T) {
-	const timeout = 2 * time.Second // the middleware's default Timeout
+	const timeout = time.Second
 	for _, mode := range []string{"client", "client with ContextTimeoutEnabled", "pipelined"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := redistest.Start(t)
 			opts := srv.Options()
 			opts.ContextTimeoutEnabled = mode == "client with ContextTimeoutEnabled"
-			opts.ReadTimeout, opts.WriteTimeout = timeout, timeout // as the README's quick start
+			opts.ReadTimeout, opts.WriteTimeout = 2*time.Second, 2*time.Second // as the README's quick start
 			c := redis.NewClient(opts)
 			t.Cleanup(func() { _ = c.Close() })
 			var client redis.UniversalClient = c
@@ -46,51 +48,21 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 			settled(t, s) // behind the pipeliner, the start-up check says it is one server
 
 			srv.Stop()
-			stopped := time.Now()
-			claim := func() (time.Duration, error) {
+			for i := range 20 {
 				cctx, cancel := context.WithTimeout(ctx, timeout)
-				defer cancel()
-				start := time.Now()
 				_, err := s.Claim(cctx, newReq(t))
-				return time.Since(start), err
-			}
-			// The claims that find the refusal out: on the plain client the
-			// first, which waits out the client's retries; on the pipeliner
-			// those until its late answer.
-			maxSlow := 1
-			if mode == "pipelined" {
-				maxSlow = 3
-			}
-			var first []time.Duration
-			for {
-				d, err := claim()
-				require.Error(t, err)
-				first = append(first, d)
-				if d < timeout/10 {
-					break
+				cancel()
+				require.ErrorIs(t, err, syscall.ECONNREFUSED, "claim %d: not the refusal", i)
+				require.NotErrorIs(t, err, context.DeadlineExceeded, "claim %d waited for its deadline", i)
+				if i > 0 {
+					require.Contains(t, err.Error(), "Redis refuses connections", "claim %d went to Redis during the outage", i)
 				}
-				require.LessOrEqual(t, len(first), maxSlow, "claims waited for the client's retries or their deadline: %v", first)
 			}
-			found := time.Since(stopped)
-			var fast []time.Duration
-			for range 20 {
-				d, err := claim()
-				require.ErrorIs(t, err, syscall.ECONNREFUSED, "not the refusal")
-				require.Contains(t, err.Error(), "Redis refuses connections")
-				require.NotErrorIs(t, err, context.DeadlineExceeded)
-				fast = append(fast, d)
-			}
-			slices.Sort(fast)
-			// Well below the Timeout; the ceiling holds at 4x slowdown.
-			require.Less(t, fast[len(fast)-1], timeout/4, "claims after the refusal was found: %v", fast)
 			require.Contains(t, log.String(), "level=ERROR")
 			require.Contains(t, log.String(), "connection refused")
-			t.Logf("%s: refusal found %v after the stop (claims before: %v); then 20 claims failed in p50 %v, max %v",
-				mode, found.Round(time.Millisecond), first, fast[len(fast)/2], fast[len(fast)-1])
 
 			// Back: the probe sees it, and claims go to Redis again.
 			srv.Restart(t)
-			back := time.Now()
 			require.Eventually(t, func() bool {
 				c, err := s.Claim(ctx, newReq(t))
 				if err != nil {
@@ -98,7 +70,6 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 				}
 				return c.Lease.Release(ctx) == nil
 			}, 10*time.Second, 10*time.Millisecond)
-			t.Logf("%s: serving again %v after the restart", mode, time.Since(back).Round(time.Millisecond))
 			require.Contains(t, log.String(), "Redis answers again")
 		})
 	}

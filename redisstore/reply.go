@@ -23,10 +23,6 @@ var errLegacy = errors.New("redisstore: record in the previous format")
 // acknowledged.
 func notReplicated(acked, want int) error { return &ReplicationError{Acked: acked, Want: want} }
 
-// evicting is the start-up check's error for a Redis that may evict, with
-// Options.RequireNoEviction.
-func evicting(finding string) error { return fmt.Errorf("%w: %s", ErrEvicting, finding) }
-
 // claimed turns a claim's reply into a Claim, and gives the key back when
 // the claim may have taken effect but cannot be used.
 func (s *Store) claimed(l *Lease, reply any, err error, sent time.Time) (*Claim, error) {
@@ -63,7 +59,7 @@ func (s *Store) claimed(l *Lease, reply any, err error, sent time.Time) (*Claim,
 		return nil, errLegacy
 	}
 	l.Attempt = r.Attempt
-	l.signed(sent)
+	l.sign.Set(sent)
 	if r.Record != "" {
 		prev, _, _ := record.ParseStarted(r.Record)
 		l.RecoveryPoint, l.RecoveryData = prev.RecoveryPoint, prev.RecoveryData
@@ -85,15 +81,18 @@ func (s *Store) claimed(l *Lease, reply any, err error, sent time.Time) (*Claim,
 }
 
 // owned maps the reply of complete, release, extend and checkpoint: nil
-// when the lease owned the record, else ErrLeaseLost.
+// when the lease owned the record, ErrVanished (and ErrLeaseLost) when it
+// was gone, else ErrLeaseLost.
 func owned(script string, reply any, err error) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", script, err)
 	}
-	owns, ok := record.DecodeOwned(reply)
+	owns, gone, ok := record.DecodeOwned(reply)
 	switch {
 	case !ok:
 		return unexpected(script, reply)
+	case gone:
+		return fmt.Errorf("%w: %w", ErrLeaseLost, ErrVanished)
 	case !owns:
 		return ErrLeaseLost
 	}

@@ -33,10 +33,9 @@ type Response struct {
 	Code int
 	// Body is the outcome's bytes. [Lease.Complete] does not keep it: the
 	// caller may reuse the slice once Complete returns. In a Replayed
-	// [Claim], read it and do not modify it: it is shared with the
-	// concurrent claims of the key in this process (the in-process
-	// collapse), and with Options.ReplayCacheBytes with every later replay
-	// of the key. [Store.Do]'s Result.Data is a copy, the caller's own.
+	// [Claim], read it and do not modify it: it is shared with concurrent
+	// claims of the key in this process, and with Options.ReplayCacheBytes
+	// with every later replay of the key.
 	Body []byte
 }
 

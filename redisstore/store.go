@@ -113,8 +113,7 @@ type Options struct {
 	// was deleted from Redis by hand. The cache keeps its own copy of each
 	// outcome, so the caller may reuse the buffers it gave to Complete or
 	// returned from Do's function; a replay's Response.Body from Claim is
-	// the cache's copy, to read and not to modify (Do's Result.Data is the
-	// caller's own). Default: 0 (no cache).
+	// the cache's copy, to read and not to modify. Default: 0 (no cache).
 	ReplayCacheBytes int
 
 	// Observer, if set, receives every decision the store, Store.Do and the
@@ -127,29 +126,42 @@ type Options struct {
 	// MaxDuration bounds how long an operation may run: past it, the
 	// context given to [Store.Do]'s function (or supervised by
 	// [Lease.Supervise]) is cancelled with cause ErrMaxDuration and the
-	// heartbeat stops, and neither Lease.Extend nor Lease.Checkpoint pushes
-	// the lease out any more, so a stuck operation cannot hold its key for
-	// ever.
-	// Zero means no bound. Must be shorter than Retention. Default: 0.
+	// heartbeat stops, nor do Extend and Checkpoint push the lease out, so
+	// a stuck operation cannot hold its key for ever. Zero means no bound.
+	// Must be shorter than Retention. Default: 0.
 	MaxDuration time.Duration
 
 	// RequireNoEviction makes the store refuse to serve on a Redis that may
 	// evict records (fail closed): claims fail with an error matching
 	// ErrEvicting (the HTTP middleware answers 503, FailOpen or not) while
 	// any master's maxmemory-policy is not noeviction and a maxmemory is
-	// set. Without it, the store only logs that finding. Either way the
-	// store checks on its first claim, in the background: CONFIG GET
-	// maxmemory*, or INFO memory where CONFIG is disabled, on every master
+	// set, or the check has not reached every master. Without it, the store
+	// only logs that finding. Either way the store checks on its first
+	// claim, in the background, and a minute after each check on a claim:
+	// CONFIG GET, or INFO where CONFIG is disabled, on every master
 	// (through an auto-pipeliner, the one server it shows); where neither
 	// tells, it warns and serves. With it, the first claims wait for that
-	// check (a round trip per master), and an evicting Redis is checked
-	// again every 10s, so that fixing the policy needs no restart.
-	// Default: false (log only).
+	// check, and a refusing Redis is checked again every 10s, so that
+	// fixing it needs no restart. Default: false (log only).
 	RequireNoEviction bool
 
+	// RequirePersistence is RequireNoEviction for persistence: claims fail
+	// with an error matching ErrNoPersistence (HTTP 503) while a master has
+	// neither AOF nor RDB snapshots (a restart forgets every record, and
+	// retries run again), or the check has not reached every master.
+	// Without it, the store logs a warning. Where CONFIG is disabled and
+	// AOF is off, it warns and serves. Default: false (log only).
+	RequirePersistence bool
+
+	// NoStartupCheck turns those checks (and their logs) off, for an
+	// embedded miniredis in a test or a demo, which neither evicts nor
+	// persists; never for a real Redis. New refuses it with a Require
+	// option. Default: false (check).
+	NoStartupCheck bool
+
 	// Logger receives what the store finds wrong with its Redis, outside
-	// any one call: an evicting maxmemory-policy, a Redis that refuses
-	// connections. Default: slog.Default().
+	// any one call: eviction, no persistence, refused connections, records
+	// that vanished under their owners. Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -160,8 +172,7 @@ type Store struct {
 	opts   Options // defaults filled in: the one place of every option
 	runner *script.Runner
 
-	// The retention in the forms the scripts take: the store's, made once,
-	// and those of Request.Retention (retention.go).
+	// The retentions in the scripts' forms: the store's, Request.Retention's.
 	ret  *retention
 	rets retentions
 
@@ -169,7 +180,7 @@ type Store struct {
 	beats   *timers.Queue[*timers.Watch] // every supervised lease's next beat or MaxDuration
 	cache   *lru.Replays                 // nil without Options.ReplayCacheBytes
 	wake    *wake.Waker                  // nil when the client cannot subscribe
-	env     *check.Startup               // the start-up check of maxmemory-policy
+	env     *check.Startup               // the checks of eviction and persistence, and the log of vanished records
 	out     *script.Outage               // a Redis that refuses connections
 }
 
@@ -183,6 +194,11 @@ type Store struct {
 // does that itself; for any other client the store waits for the reply on
 // another goroutine and gives up on time (a claim whose reply comes after
 // that is handed back).
+//
+// On a *redis.Client (or an auto-pipeliner over one server), New adds a
+// dial hook, once per client: a refused connection fails a command at once
+// (errors.Is syscall.ECONNREFUSED; not a *net.OpError), for the client's
+// other users too, instead of after go-redis's dial retries.
 //
 // To spare allocations, script arguments are strings, *string and
 // encoding.BinaryMarshaler values: go-redis sends them and prints them in
@@ -222,6 +238,8 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: retention %v does not exceed max duration %v", opts.Retention, opts.MaxDuration)
 	case opts.TombstoneRetention < 0:
 		return nil, fmt.Errorf("redisstore: negative tombstone retention %v", opts.TombstoneRetention)
+	case opts.NoStartupCheck && (opts.RequireNoEviction || opts.RequirePersistence):
+		return nil, errors.New("redisstore: NoStartupCheck with RequireNoEviction or RequirePersistence: nothing would check what they require")
 	case opts.Replicas < 0 || opts.ReplicaTimeout < 0:
 		return nil, fmt.Errorf("redisstore: negative replicas %d or replica timeout %v", opts.Replicas, opts.ReplicaTimeout)
 	}
@@ -232,7 +250,11 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	s := &Store{client: client, opts: opts, beats: timers.New((*timers.Watch).Fire)}
 	s.ret = s.newRetention(opts.Retention)
 	s.out = script.NewOutage(client, claimScript, opts.Logger)
-	s.env = &check.Startup{Client: client, Require: opts.RequireNoEviction, Logger: opts.Logger, Evicting: evicting, OneServer: s.out.OneServer}
+	s.env = &check.Startup{Client: client, RequireNoEviction: opts.RequireNoEviction, RequirePersistence: opts.RequirePersistence,
+		Logger: opts.Logger, Evicting: ErrEvicting, NoPersistence: ErrNoPersistence, OneServer: s.out.OneServer}
+	if opts.NoStartupCheck {
+		s.env.Settle()
+	}
 	run, err := script.NewRunner(script.Config{Client: client, Replicas: opts.Replicas, ReplicaTimeout: opts.ReplicaTimeout,
 		NotReplicated: notReplicated, Observer: opts.Observer, Health: s.out})
 	if err != nil {
@@ -310,11 +332,9 @@ func (r *Request) validate() error {
 // another fingerprint, an *ExpiredError when only the outcome's tombstone is
 // left, ErrInvalidRequest for a bad req, a *ReplicationError when
 // Options.Replicas did not acknowledge the claim, an error matching
-// ErrEvicting with Options.RequireNoEviction on a Redis that may evict, and a
-// wrapped Redis error when Redis cannot be reached.
-//
-// The store's first claim starts its check of the eviction policy, in the
-// background (see Options.RequireNoEviction).
+// ErrEvicting or ErrNoPersistence on a Redis the store's check refuses
+// (Options.RequireNoEviction, RequirePersistence: the first claim starts
+// that check), and a wrapped Redis error when Redis cannot be reached.
 //
 // A claim whose answer is lost (the call fails or times out after Redis may
 // have run it) is handed back in the background, so that it does not hold
@@ -364,7 +384,7 @@ func (s *Store) claim(ctx context.Context, l *Lease) (*Claim, error) {
 	if s.cache != nil {
 		argv = args[:3]
 	}
-	lost := (*handBacker)(l)
+	lost := (*holder)(l)
 	start := time.Now()
 	reply, err := s.call(ctx, lost, claimScript, keys, argv...)
 	c, err := s.claimed(l, reply, err, start)

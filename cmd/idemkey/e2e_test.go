@@ -39,6 +39,8 @@ func TestDemo(t *testing.T) {
 	require.Regexp(t, `count +provider_charges: 0 before, 300 after: delta 300 = 300 keys passed`, r.stdout)
 	require.Contains(t, r.stdout, "late probe     300 keys probed: 300 identical replays")
 	require.Contains(t, r.stdout, "exactly once: PASS")
+	require.NotContains(t, r.stderr, "managed Redis", "a warning about the demo's own embedded miniredis")
+	require.NotContains(t, r.stderr, "level=WARN")
 }
 
 func stats(t *testing.T, url string) payments.Stats {

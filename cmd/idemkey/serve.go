@@ -119,7 +119,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkey serve: %v\n", err)
 		return 1
 	}
-	store, err := redisstore.New(sc, redisstore.Options{Lease: *lease, Retention: *retention, Observer: exporter})
+	// An embedded miniredis neither evicts nor persists: nothing for the
+	// start-up check to warn about (a real Redis is checked).
+	store, err := redisstore.New(sc, redisstore.Options{Lease: *lease, Retention: *retention, Observer: exporter, NoStartupCheck: redisURL == ""})
 	if err != nil {
 		return usageError(stderr, "serve", "%v", err)
 	}

@@ -388,7 +388,8 @@ func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
 // reached (or did not answer in time), rather than because it answered.
 func unreachable(err error) bool {
 	var re redis.Error
-	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.Is(err, redisstore.ErrUnexpectedReply) && !errors.Is(err, redisstore.ErrEvicting) && !errors.As(err, &re)
+	return !errors.Is(err, redisstore.ErrNotReplicated) && !errors.Is(err, redisstore.ErrUnexpectedReply) &&
+		!errors.Is(err, redisstore.ErrEvicting) && !errors.Is(err, redisstore.ErrNoPersistence) && !errors.As(err, &re)
 }
 
 // refuse writes a problem and notes it for the observer.

@@ -43,6 +43,8 @@ func (x *Exchange) Finish(panicked any) {
 	} else if err = h.complete(ctx, l, rec); errors.Is(err, redisstore.ErrNotReplicated) {
 		h.o.Logger.Warn("idemkey: outcome stored but not acknowledged by enough replicas; a failover now could lose it",
 			"status", rec.status, "err", err)
+	} else if errors.Is(err, redisstore.ErrVanished) {
+		kind = observe.NotStored // the store logs it, once per cause per minute
 	} else if errors.Is(err, redisstore.ErrLeaseLost) {
 		kind = observe.Fenced
 		h.o.Logger.Warn("idemkey: outcome not stored: the lease was lost (another attempt took the key over while this one ran)",

@@ -88,15 +88,18 @@ func withoutURL(err error) error {
 }
 
 // miniredisConfig is what the embedded miniredis says of itself to CONFIG
-// GET: it never evicts (it has no memory limit).
-var miniredisConfig = map[string]string{"maxmemory": "0", "maxmemory-policy": "noeviction"}
+// GET: it never evicts (it has no memory limit), and it persists nothing
+// (the store's start-up check warns about that, truly: the embedded Redis
+// is gone on exit).
+var miniredisConfig = map[string]string{"maxmemory": "0", "maxmemory-policy": "noeviction", "save": "", "appendonly": "no"}
 
 // AnswerConfig makes mr answer CONFIG GET for its eviction settings, which
 // miniredis does not implement: the store's start-up check
 // (redisstore.Options.RequireNoEviction) would otherwise warn, on every
-// example's first request, that it cannot read maxmemory-policy. What it
-// answers is true of miniredis, which never evicts. Other CONFIG commands
-// get an error, as from a managed Redis that disables them.
+// example's first request, that it cannot read maxmemory-policy and
+// persistence ("managed Redis?"). What it answers is true of miniredis,
+// which never evicts and never persists. Other CONFIG commands get an
+// error, as from a managed Redis that disables them.
 func AnswerConfig(mr *miniredis.Miniredis) error {
 	err := mr.Server().Register("CONFIG", func(c *server.Peer, cmd string, args []string) {
 		if len(args) < 2 || !strings.EqualFold(args[0], "GET") {

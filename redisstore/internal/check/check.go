@@ -300,6 +300,18 @@ func eviction(nodes []node) Result {
 	return Result{Eviction, OK, join(ok)}
 }
 
+// noPersistence returns the addresses of the nodes with neither AOF nor
+// RDB snapshots (those where CONFIG is disabled are not known to).
+func noPersistence(nodes []node) []string {
+	var none []string
+	for _, n := range nodes {
+		if n.info["aof_enabled"] != "1" && n.configErr == nil && strings.TrimSpace(n.save) == "" {
+			none = append(none, n.addr)
+		}
+	}
+	return none
+}
+
 func persistence(nodes []node) Result {
 	var none, unknown, failed, found []string
 	for _, n := range nodes {

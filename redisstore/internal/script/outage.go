@@ -14,15 +14,15 @@ import (
 )
 
 // Outage is the Health of a client that reaches one server: a Redis that
-// refuses connections is down, and every call would wait for the client's
-// own dial retries (go-redis: five dials per attempt and four attempts,
-// about 1.7s) or, on an auto-pipeliner, for its whole deadline, to learn
-// it. So the first refusal Outage is told of ends the calls Run waits for
-// on another goroutine (with a lost hook), and makes Refusal return an
-// error at once, while one probe in the background asks Redis every
-// outageProbe until it answers again (or any call gets an answer). Only
-// where the client reaches one server: on a cluster, one master's refusal
-// says nothing about the others'. It is safe for concurrent use.
+// refuses connections is down. Its client gets FastRefusal's hook, so the
+// first call learns it in milliseconds rather than after go-redis's dial
+// retries (about 1.7s) or, on an auto-pipeliner, its whole deadline. The
+// first refusal Outage is told of ends the calls Run waits for on another
+// goroutine (with a lost hook), and makes Refusal return an error at once,
+// while one probe in the background asks Redis every outageProbe until it
+// answers again (or any call gets an answer). Only where the client
+// reaches one server: on a cluster, one master's refusal says nothing about
+// the others'. It is safe for concurrent use.
 type Outage struct {
 	client redis.Scripter // for the probe
 	probe  *Script        // the probe asks whether Redis has it
@@ -55,20 +55,27 @@ const (
 
 // NewOutage returns the Outage of client, which logs to logger when an
 // outage begins and ends, and probes with SCRIPT EXISTS of probe's hash.
-// It follows outages when client is a *redis.Client, or once OneServer is
-// called.
+// It follows outages, and adds FastRefusal's hook to the client, when
+// client is a *redis.Client, or once OneServer is called.
 func NewOutage(client redis.Scripter, probe *Script, logger *slog.Logger) *Outage {
 	o := &Outage{client: client, probe: probe, logger: logger}
 	notify := make(chan struct{})
 	o.notify.Store(&notify)
-	_, single := client.(*redis.Client)
-	o.single.Store(single)
+	if c, ok := client.(*redis.Client); ok {
+		o.single.Store(true)
+		FastRefusal(c)
+	}
 	return o
 }
 
 // OneServer says the client reaches one server (behind an auto-pipeliner,
 // only a look at the server tells).
-func (o *Outage) OneServer() { o.single.Store(true) }
+func (o *Outage) OneServer() {
+	o.single.Store(true)
+	if ap, ok := o.client.(*redis.AutoPipeliner); ok {
+		FastRefusal(ap)
+	}
+}
 
 // refusedError is the error of a call refused at once during an outage.
 type refusedError struct{ r *refusal }

@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -10,11 +11,18 @@ const PersistTries = 40
 
 // Persist runs write, a write that is safe to repeat, until it reaches
 // Redis: tries 10ms apart, doubling to 250ms, while ctx lasts (and at most
-// PersistTries tries). Answers from Redis are final (IsFinal, and the
-// errors final reports, if not nil); only failures to reach it are tried
-// again. It returns write's last error.
-func Persist(ctx context.Context, final func(error) bool, write func() error) error {
-	return persist(ctx, sleep, final, write)
+// PersistTries tries). Answers from Redis are final (IsFinal, and errors
+// matching one of finals); only failures to reach it are tried again. It
+// returns write's last error.
+func Persist(ctx context.Context, write func() error, finals ...error) error {
+	return persist(ctx, sleep, func(err error) bool {
+		for _, f := range finals {
+			if errors.Is(err, f) {
+				return true
+			}
+		}
+		return false
+	}, write)
 }
 
 // persist is Persist, waiting between tries with wait.

@@ -52,7 +52,7 @@ func TestPersist(t *testing.T) {
 		defer cancel()
 		tries := 0
 		start := time.Now()
-		err := Persist(ctx, nil, func() error { tries++; return down })
+		err := Persist(ctx, func() error { tries++; return down })
 		require.ErrorIs(t, err, down)
 		require.Less(t, tries, 8)
 		require.Less(t, time.Since(start), time.Second)
