@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -62,6 +63,7 @@ type guard struct {
 	o     Options
 	obs   observe.Observer
 	lease time.Duration
+	limit logLimit // the lines of a store that cannot be used: once per cause per minute
 	// cutoff is done ShutdownGrace after Options.Shutdown: the handlers
 	// still running are then cancelled. Nil without Options.Shutdown.
 	cutoff context.Context
@@ -207,11 +209,11 @@ func (g *guard) claimFailed(c *call, err error) (failOpen bool) {
 		g.o.Logger.Error("grpcmw: the store answered with something it does not understand; the call was refused", "err", err)
 		c.err = g.refuse(c, observe.Unavailable, codes.Internal, ReasonStoreError, "the idempotency store answered unexpectedly")
 	case g.o.FailOpen && unreachable(err):
-		g.o.Logger.Warn("grpcmw: store unreachable, running unprotected", "method", c.method, "err", err)
+		g.limit.log(g.o.Logger, slog.LevelWarn, "grpcmw: store unreachable, running unprotected", storeCause(err), "method", c.method, "err", err)
 		g.observe(c, observe.FailOpen, func(e *observe.Event) { e.Err = err })
 		return true
 	default:
-		g.o.Logger.Warn("grpcmw: store unavailable", "err", err)
+		g.limit.log(g.o.Logger, slog.LevelWarn, "grpcmw: store unavailable", storeCause(err), "err", err)
 		c.err = g.refuse(c, observe.Unavailable, codes.Unavailable, ReasonStoreUnavailable,
 			"the idempotency store is unavailable; nothing ran: retry after the RetryInfo delay with the same key")
 	}

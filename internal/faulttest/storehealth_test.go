@@ -122,3 +122,37 @@ func (u *unavailable) errs() []error {
 }
 
 type syncBuffer = syncbuf.Buffer
+
+// TestOutageIsLoggedOncePerCause: during an outage every refused request
+// gets its 503, but the log says it once: one WARN per cause (here the
+// refusal) within the minute, the store's one-line ERROR when the outage
+// begins, and its INFO when Redis answers again. It used to be one WARN
+// per refused request (268 lines in 4 s).
+func TestOutageIsLoggedOncePerCause(t *testing.T) {
+	srv := redistest.Start(t)
+	var log syncBuffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	a := newApp(t, srv.Client(t), redisstore.Options{NoStartupCheck: true, Logger: logger}, httpmw.Options{Logger: logger}, nil)
+	code, _, _ := send(t, a.srv.URL, "k-before", `{"amount":1}`)
+	require.Equal(t, http.StatusCreated, code)
+
+	srv.Stop()
+	const n = 30
+	for i := range n {
+		code, _, body := send(t, a.srv.URL, fmt.Sprint("k-down-", i), `{"amount":1}`)
+		require.Equal(t, http.StatusServiceUnavailable, code, body)
+	}
+	srv.Restart(t)
+	require.Eventually(t, func() bool {
+		code, _, _ := send(t, a.srv.URL, "k-after", `{"amount":1}`)
+		return code == http.StatusCreated
+	}, 10*time.Second, 10*time.Millisecond)
+
+	out := log.String()
+	require.Equal(t, 1, strings.Count(out, `msg="idemkey: store unavailable"`), "one line per refused request:\n%s", out)
+	require.Contains(t, out, "cause=refused")
+	require.Equal(t, 1, strings.Count(out, "level=ERROR"), out)
+	require.Contains(t, out, `level=ERROR msg="redisstore: Redis refuses connections`)
+	require.Contains(t, out, `level=INFO msg="redisstore: Redis answers again"`)
+	require.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+}

@@ -40,6 +40,7 @@ type Guard struct {
 	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
 	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
 	hintOrder sync.Once        // the hint about the order of middleware, logged once per Guard
+	limit     logLimit         // the lines of a store that cannot be used: once per cause per minute
 	obs       observe.Observer // the store's; nil when nobody observes
 	lease     time.Duration    // the store's
 	// running is cancelled ShutdownGrace after Options.Shutdown: the
@@ -291,11 +292,11 @@ func (h *Guard) claimFailed(w http.ResponseWriter, r *http.Request, n *note, err
 		h.refuse(w, n, &problemStoreError)
 		return false
 	case h.o.FailOpen && unreachable(err):
-		h.o.Logger.Warn("idemkey: store unreachable, running unprotected", "err", err)
+		h.limit.log(h.o.Logger, slog.LevelWarn, "idemkey: store unreachable, running unprotected", storeCause(err), "err", err)
 		n.set(observe.FailOpen, "", err)
 		return true
 	default:
-		h.o.Logger.Warn("idemkey: store unavailable", "err", err)
+		h.limit.log(h.o.Logger, slog.LevelWarn, "idemkey: store unavailable", storeCause(err), "err", err)
 		h.refuse(w, n, &problemUnavailable)
 		n.set(observe.Unavailable, problemUnavailable.slug, err)
 		return false
