@@ -47,12 +47,13 @@ error or when Redis cannot be reached.
 const bodyPreview = 2048
 
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--dict FILE]... [--json] KEY", inspectAbout, stderr)
+	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--dict FILE]... [--max-response-bytes N] [--json] KEY", inspectAbout, stderr)
 	var (
 		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		names    = addRecordFlags(fs)
 		asJSON   = fs.Bool("json", false, "print the record as one JSON object")
+		maxResp  = fs.Int("max-response-bytes", httpcore.DefaultMaxResponseBytes, "the middleware's Options.MaxResponseBytes: a stored body that decompresses to more (plus 64 KiB of headers) is shown as corrupt")
 		dicts    fileList
 	)
 	fs.Var(&dicts, "dict", "a zstd dictionary `file` the middleware compresses with (Options.Dictionaries), to decode such bodies; repeatable")
@@ -72,7 +73,10 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "inspect", "%v", err)
 	}
 
-	codec, err := dictCodec(dicts)
+	if *maxResp <= 0 {
+		return usageError(stderr, "inspect", "--max-response-bytes %d: must be positive", *maxResp)
+	}
+	codec, err := responseCodec(dicts, *maxResp)
 	if err != nil {
 		return usageError(stderr, "inspect", "%v", err)
 	}
@@ -385,12 +389,10 @@ type fileList []string
 func (f *fileList) String() string     { return strings.Join(*f, ",") }
 func (f *fileList) Set(s string) error { *f = append(*f, s); return nil }
 
-// dictCodec returns a response codec holding the dictionaries in files, or
-// nil (no dictionaries: compressed bodies without one still decode).
-func dictCodec(files []string) (*httpcore.ResponseCodec, error) {
-	if len(files) == 0 {
-		return nil, nil
-	}
+// responseCodec returns a response codec holding the dictionaries in files
+// (compressed bodies without one decode anyway), bounded by maxResp as the
+// middleware's MaxResponseBytes bounds it.
+func responseCodec(files []string, maxResp int) (*httpcore.ResponseCodec, error) {
 	var dicts [][]byte
 	for _, f := range files {
 		d, err := os.ReadFile(f)
@@ -399,7 +401,7 @@ func dictCodec(files []string) (*httpcore.ResponseCodec, error) {
 		}
 		dicts = append(dicts, d)
 	}
-	codec, err := httpcore.NewResponseCodec(httpcore.Compression{Dictionaries: dicts})
+	codec, err := httpcore.NewResponseCodec(httpcore.Compression{Dictionaries: dicts, MaxResponseBytes: maxResp})
 	if err != nil {
 		return nil, fmt.Errorf("--dict: %w", err)
 	}

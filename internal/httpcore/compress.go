@@ -13,10 +13,19 @@ import (
 // zstdMagic starts every zstd frame; stored frames leave it out.
 var zstdMagic = [4]byte{0x28, 0xb5, 0x2f, 0xfd}
 
-// maxDecoded bounds what a stored response may decompress to when the codec
-// is not told MaxResponseBytes (tools that read any record): Redis strings
-// stop at 512 MiB, so a frame that claims more is corrupt.
+// maxDecoded bounds what any decoder keeps in memory: Redis strings stop
+// at 512 MiB, so a frame that claims more is corrupt.
 const maxDecoded = 1 << 30
+
+// defaultLimit bounds what a stored payload may decompress to when the
+// codec is not told MaxResponseBytes (the tools': inspect passes its
+// --max-response-bytes): what the middleware stores by default. A record
+// of a few KiB must not inflate to a gigabyte in a tool.
+const defaultLimit = DefaultMaxResponseBytes + HeaderAllowance
+
+// DefaultMaxResponseBytes is the middleware's default MaxResponseBytes,
+// and the bound of a codec that is not told one.
+const DefaultMaxResponseBytes = 1 << 20
 
 // HeaderAllowance is what the headers of a stored response may add to
 // MaxResponseBytes before the middleware stores it compressed: a compressed
@@ -45,7 +54,8 @@ type Compression struct {
 	// middleware's Options.MaxResponseBytes). A compressed response that
 	// decompresses to more than MaxResponseBytes plus HeaderAllowance is
 	// corrupt (however small its record), and a response larger than that
-	// is stored uncompressed. 0 bounds decompression by 1 GiB only.
+	// is stored uncompressed. 0 means DefaultMaxResponseBytes: a tool that
+	// reads records stored under a larger MaxResponseBytes passes it.
 	MaxResponseBytes int
 }
 
@@ -79,7 +89,7 @@ var (
 // zstd dictionary (as idemkey dict train writes them), has ID 0, or shares
 // its ID with another.
 func NewResponseCodec(c Compression) (*ResponseCodec, error) {
-	limit := uint64(maxDecoded)
+	limit := uint64(defaultLimit)
 	if c.MaxResponseBytes > 0 {
 		limit = uint64(c.MaxResponseBytes) + HeaderAllowance
 	}
@@ -223,7 +233,7 @@ func (c *ResponseCodec) decompress(frame []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: no decoder: %v", ErrCorruptResponse, err)
 	}
-	limit := uint64(maxDecoded)
+	limit := uint64(defaultLimit) // a nil codec: a tool's
 	if c != nil {
 		limit = c.limit
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -340,12 +341,14 @@ func TestDecodeBoundedByMaxResponseBytes(t *testing.T) {
 	stored := codec(true, 8<<20).Append(nil, h, body, false)
 	require.Less(t, len(stored), 4<<10, "compressed")
 
-	for _, c := range []*ResponseCodec{codec(true, 8<<20), codec(false, 8<<20), codec(false, 0), nil} {
+	for _, c := range []*ResponseCodec{codec(true, 8<<20), codec(false, 8<<20)} {
 		r, err := c.Decode(http.StatusOK, stored)
 		require.NoError(t, err)
 		require.Equal(t, body, r.Body)
 	}
-	for _, c := range []*ResponseCodec{codec(true, 1<<20), codec(false, 1<<20), codec(true, 4<<20-HeaderAllowance)} {
+	// Without MaxResponseBytes (a tool reading records): the middleware's
+	// default, see TestDecoderWithoutMaxResponseBytesIsBounded.
+	for _, c := range []*ResponseCodec{codec(true, 1<<20), codec(false, 1<<20), codec(true, 4<<20-HeaderAllowance), codec(false, 0), nil} {
 		_, err := c.Decode(http.StatusOK, stored)
 		require.ErrorIs(t, err, ErrCorruptResponse)
 	}
@@ -358,4 +361,34 @@ func TestDecodeBoundedByMaxResponseBytes(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, r.Compressed)
 	require.Equal(t, big, r.Header)
+}
+
+// TestDecoderWithoutMaxResponseBytesIsBounded: a codec built without
+// MaxResponseBytes (the tools', inspect's) decodes up to the middleware's
+// default (DefaultMaxResponseBytes plus HeaderAllowance), not 1 GiB: a
+// record of a few KiB that decompresses to 64 MiB is refused as corrupt
+// without allocating it. It used to be decoded whole (up to 1 GiB).
+func TestDecoderWithoutMaxResponseBytesIsBounded(t *testing.T) {
+	big, err := NewResponseCodec(Compression{On: true, MaxResponseBytes: 128 << 20})
+	require.NoError(t, err)
+	bomb := big.Append(nil, http.Header{}, make([]byte, 64<<20), false)
+	require.Less(t, len(bomb), 16<<10, "a small record")
+	within := big.Append(nil, http.Header{}, make([]byte, DefaultMaxResponseBytes), false)
+
+	tool, err := NewResponseCodec(Compression{})
+	require.NoError(t, err)
+	for _, c := range []*ResponseCodec{tool, nil} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := c.Decode(http.StatusOK, bomb)
+		runtime.ReadMemStats(&after)
+		require.ErrorIs(t, err, ErrCorruptResponse)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(8<<20), "the refused body was allocated")
+		r, err := c.Decode(http.StatusOK, within)
+		require.NoError(t, err, "the default's worth decodes")
+		require.Len(t, r.Body, DefaultMaxResponseBytes)
+	}
+	r, err := big.Decode(http.StatusOK, bomb)
+	require.NoError(t, err, "with its MaxResponseBytes, a tool reads it")
+	require.Len(t, r.Body, 64<<20)
 }

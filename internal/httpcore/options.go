@@ -110,7 +110,7 @@ func (o Config) withDefaults() Config {
 		o.MaxJSONDepth = 64
 	}
 	if o.MaxResponseBytes == 0 {
-		o.MaxResponseBytes = 1 << 20
+		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if o.Final == nil {
 		o.Final = DefaultFinal
