@@ -70,6 +70,21 @@
 // it retries Aborted and Unavailable itself, honouring RetryInfo, within a
 // retry budget.
 //
+// # Hedging
+//
+// A hedging client (a service config's hedgingPolicy, in grpc-java or gRPC
+// C++ and its wrappers) sends copies of a call while the first runs. A copy
+// that meets the running call is answered Aborted (IN_PROGRESS), which the
+// client takes as the call's answer unless ABORTED is non-fatal, and the
+// caller sees an error for a call that succeeded. Either list it:
+//
+//	"hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.5s",
+//	  "nonFatalStatusCodes": ["ABORTED", "UNAVAILABLE"]}
+//
+// or set Options.Wait on the server (longer than the handler takes), so a
+// copy waits for the outcome and answers with its replay. grpc-go (v1.85)
+// accepts a hedgingPolicy and sends no copies.
+//
 // The module requires the core module's release and imports only its
 // public packages (redisstore, observe, idemclient), so grpc-go never
 // enters the core's go.mod.
