@@ -8,3 +8,9 @@ package redisstore
 // (ErrLeaseLost from Redis, or no beat through before the lease ran out),
 // and the heartbeat stops. stop ends it.
 func (l *Lease) keepAlive(onLost func()) (stop func()) { return l.supervise(nil, onLost, 0).Stop }
+
+// FlightWaiting returns how many callers wait for the claim of req's key
+// in s's in-process collapse, for the external tests.
+func FlightWaiting(s *Store, req Request) int {
+	return s.flights.Waiting(s.keys(req.Scope, req.Key).Record())
+}

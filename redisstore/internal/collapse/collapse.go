@@ -56,7 +56,7 @@ func (g *Group[C]) Join(key string, fp *[16]byte) (f *Flight[C], leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f = g.m[key]; f != nil {
-		if f.fp != *fp {
+		if !sameFP(&f.fp, fp) {
 			return nil, false
 		}
 		return f, false
@@ -83,7 +83,7 @@ func (g *Group[C]) Join(key string, fp *[16]byte) (f *Flight[C], leader bool) {
 func (g *Group[C]) Get(key string, fp *[16]byte) *Flight[C] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && f.fp == *fp {
+	if f := g.m[key]; f != nil && sameFP(&f.fp, fp) {
 		return f
 	}
 	return nil

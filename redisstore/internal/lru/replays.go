@@ -24,7 +24,7 @@ func NewReplays(max int) *Replays { return &Replays{New[Outcome](max)} }
 // fingerprint fp. An outcome kept for another fingerprint is not returned:
 // the caller asks Redis, which answers the mismatch.
 func (r *Replays) Replay(key string, fp *[16]byte) (Outcome, bool) {
-	return r.c.Get(key, func(o *Outcome) bool { return o.FP == *fp })
+	return r.c.Get(key, func(o *Outcome) bool { return sameFP(&o.FP, fp) })
 }
 
 // Keep keeps a copy of body, the outcome of the record named key, until

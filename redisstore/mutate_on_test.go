@@ -1,0 +1,5 @@
+//go:build idemkey_mutate
+
+package redisstore_test
+
+const mutationBuild = true
