@@ -56,7 +56,7 @@ type setup struct {
 	redis  *redistest.Server // default: a fresh one
 	store  redisstore.Options
 	server mcpmw.Options
-	email  emailFunc          // default: h.send
+	email  emailFunc            // default: h.send
 	client *mcpmw.ClientOptions // NewClient on every client; nil for none
 }
 
