@@ -102,11 +102,11 @@ func NewClient(opts ClientOptions) mcp.Middleware {
 	}
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			r, ok := req.(*mcp.ClientRequest[*mcp.CallToolParams])
-			if method != methodCallTool || !ok || r.Params == nil || (tools != nil && !tools[r.Params.Name]) {
+			params, session := callParams(req)
+			if method != methodCallTool || params == nil || (tools != nil && !tools[params.Name]) {
 				return next(ctx, method, req)
 			}
-			p := *r.Params
+			p := *params
 			if v, has := p.Meta[MetaKey]; has {
 				if _, reason := parseKey(v); reason != "" {
 					return nil, fmt.Errorf("mcpmw: malformed idempotency key in params._meta.%s: %s", MetaKey, reason)
@@ -125,7 +125,7 @@ func NewClient(opts ClientOptions) mcp.Middleware {
 				}
 				p.Meta[MetaKey] = key
 			}
-			keyed := &mcp.ClientRequest[*mcp.CallToolParams]{Session: r.Session, Params: &p}
+			keyed := &mcp.ClientRequest[mcp.Params]{Session: session, Params: &p}
 			return o.send(ctx, next, keyed)
 		}
 	}
@@ -173,4 +173,18 @@ func (o ClientOptions) send(ctx context.Context, next mcp.MethodHandler, req mcp
 		case <-t.C:
 		}
 	}
+}
+
+// callParams returns the params and session of a tools/call request as a
+// client sends it: ClientSession.CallTool sends a
+// *mcp.ClientRequest[mcp.Params]; a typed one is accepted too.
+func callParams(req mcp.Request) (*mcp.CallToolParams, *mcp.ClientSession) {
+	switch r := req.(type) {
+	case *mcp.ClientRequest[mcp.Params]:
+		p, _ := r.Params.(*mcp.CallToolParams)
+		return p, r.Session
+	case *mcp.ClientRequest[*mcp.CallToolParams]:
+		return r.Params, r.Session
+	}
+	return nil, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/redistest"
 	"github.com/idemkey/idemkey/mcpmw"
+	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )
 
@@ -224,4 +225,14 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// redisstoreObserving returns store options whose observer calls f with
+// the reason of every in-progress answer.
+func redisstoreObserving(f func(reason string)) redisstore.Options {
+	return redisstore.Options{Observer: observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		if e.Kind == observe.InProgress {
+			f(e.Problem)
+		}
+	}}}
 }
