@@ -397,3 +397,22 @@ func TestNonGuardedToolIsUntouched(t *testing.T) {
 		require.Equal(t, mcpmw.ReasonKeyMissing, mcpmw.Reason(nil, err))
 	})
 }
+
+// With Redis unreachable a guarded call gets a tool error to retry after
+// the delay, and the tool does not run; an unguarded one runs.
+func TestStoreDownToolDoesNotRun(t *testing.T) {
+	h := start(t, inMemory, setup{})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 20*time.Second)
+	h.redis.Kill()
+	res, err := email(ctx, cs, "key-down", ann("hello"))
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Equal(t, mcpmw.ReasonStoreUnavailable, mcpmw.Reason(res, nil))
+	_, ok := mcpmw.RetryAfter(res)
+	require.True(t, ok)
+	require.EqualValues(t, 0, h.sent.Load(), "no email without the store")
+	lookup, err := callTool(ctx, cs, "lookup", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, "lookup 1", text(lookup))
+}
