@@ -266,7 +266,9 @@ func TestPanicReleasesTheKey(t *testing.T) {
 
 // A run cut off by its context (here a graceful stop: Options.Shutdown with
 // no grace) keeps its record: the retry, on another server, takes it over
-// as attempt 2, with the checkpoint and the same derived key.
+// as attempt 2, with the checkpoint if there was one and the same derived
+// key. (Without a checkpoint a released record would be forgotten and run
+// as attempt 1: the bare key tells the two apart.)
 func TestCutOffRunIsTakenOverAsAttempt2(t *testing.T) {
 	bothTransports(t, func(t *testing.T, tr transport) {
 		stopping, stop := context.WithCancel(context.Background())
@@ -278,34 +280,43 @@ func TestCutOffRunIsTakenOverAsAttempt2(t *testing.T) {
 			derived  string
 			cutCause error
 		}
-		runs := make(chan seen, 2)
-		checkpointed := make(chan struct{})
+		runs := map[string]chan seen{"key-cutoff": make(chan seen, 2), "key-cutoff-bare": make(chan seen, 2)}
+		var entered sync.WaitGroup
+		entered.Add(2)
 		cutOff := func(ctx context.Context, req *mcp.CallToolRequest, in emailIn) (*mcp.CallToolResult, emailOut, error) {
 			point, data := mcpmw.RecoveryPoint(ctx)
 			s := seen{attempt: mcpmw.Attempt(ctx), point: point, data: string(data), derived: mcpmw.DerivedKey(ctx, "send")}
+			key := mcpmw.Key(ctx)
 			if s.attempt == 1 {
-				if err := mcpmw.Checkpoint(ctx, "rendered", []byte("draft-7")); err != nil {
-					return nil, emailOut{}, err
+				if key == "key-cutoff" {
+					if err := mcpmw.Checkpoint(ctx, "rendered", []byte("draft-7")); err != nil {
+						return nil, emailOut{}, err
+					}
 				}
-				close(checkpointed)
+				entered.Done()
 				<-ctx.Done() // the graceful stop cuts it off
 				s.cutCause = context.Cause(ctx)
-				runs <- s
+				runs[key] <- s
 				return nil, emailOut{}, ctx.Err()
 			}
-			runs <- s
+			runs[key] <- s
 			return nil, emailOut{ID: "msg_resumed", Attempt: s.attempt}, nil
 		}
 		a := start(t, tr, setup{server: mcpmw.Options{Shutdown: stopping, ShutdownGrace: -1}, email: cutOff})
 		ctx := ctxT(t, 20*time.Second)
 		cs := a.connect("alice")
-		done := make(chan error, 1)
-		go func() { _, err := email(ctx, cs, "key-cutoff", ann("hello")); done <- err }()
-		<-checkpointed
+		done := make(chan error, 2)
+		for key := range runs {
+			go func() { _, err := email(ctx, cs, key, ann("hello")); done <- err }()
+		}
+		entered.Wait()
 		stop()
-		first := <-runs
-		require.ErrorIs(t, first.cutCause, mcpmw.ErrShutdown)
-		require.NoError(t, <-done)
+		first := map[string]seen{}
+		for key, ch := range runs {
+			first[key] = <-ch
+			require.ErrorIs(t, first[key].cutCause, mcpmw.ErrShutdown)
+			require.NoError(t, <-done)
+		}
 
 		// The stopping server takes no new call: the retry goes elsewhere.
 		res, err := email(ctx, cs, "key-cutoff", ann("hello"))
@@ -315,15 +326,22 @@ func TestCutOffRunIsTakenOverAsAttempt2(t *testing.T) {
 		require.True(t, ok)
 
 		b := start(t, tr, setup{redis: a.redis, email: cutOff})
-		res, err = email(ctx, b.connect("alice"), "key-cutoff", ann("hello"))
-		require.NoError(t, err)
-		require.False(t, res.IsError, text(res))
-		second := <-runs
-		require.Equal(t, 2, second.attempt)
-		require.Equal(t, "rendered", second.point)
-		require.Equal(t, "draft-7", second.data)
-		require.Equal(t, first.derived, second.derived, "the provider sees one key across attempts")
-		require.Equal(t, emailOut{ID: "msg_resumed", Attempt: 2}, structured(t, res))
+		bs := b.connect("alice")
+		for key, ch := range runs {
+			res, err = email(ctx, bs, key, ann("hello"))
+			require.NoError(t, err)
+			require.False(t, res.IsError, text(res))
+			second := <-ch
+			require.Equal(t, 2, second.attempt, key)
+			require.Equal(t, first[key].derived, second.derived, "the provider sees one key across attempts")
+			require.Equal(t, emailOut{ID: "msg_resumed", Attempt: 2}, structured(t, res))
+			if key == "key-cutoff" {
+				require.Equal(t, "rendered", second.point)
+				require.Equal(t, "draft-7", second.data)
+			} else {
+				require.Empty(t, second.point)
+			}
+		}
 	})
 }
 
