@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/mcpmw"
 )
@@ -295,27 +296,48 @@ func (k *kit) ttl(ctx context.Context, t tester) {
 		t.Skipf("mcpmwtest: check ttl skipped: no Config.Redis")
 		return
 	}
-	iter := k.cfg.Redis.Scan(ctx, 0, globEscape(k.cfg.Prefix)+"*", 1000).Iterator()
+	var mu sync.Mutex
 	n := 0
-	for iter.Next(ctx) && n < 100_000 {
-		n++
-		ttl, err := k.cfg.Redis.PTTL(ctx, iter.Val()).Result()
-		if err != nil {
-			t.Errorf("mcpmwtest: check ttl: PTTL %q: %v", iter.Val(), err)
-			return
+	var missing []string
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, globEscape(k.cfg.Prefix)+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			ttl, err := c.PTTL(ctx, iter.Val()).Result()
+			if err != nil {
+				return fmt.Errorf("PTTL %q: %w", iter.Val(), err)
+			}
+			mu.Lock()
+			n++
+			if ttl == -1 {
+				missing = append(missing, iter.Val())
+			}
+			over := n > maxRecords
+			mu.Unlock()
+			if over {
+				return fmt.Errorf("over %d keys under %q: give the test a Redis of its own", maxRecords, k.cfg.Prefix)
+			}
 		}
-		if ttl == -1 {
-			t.Errorf("mcpmwtest: check ttl failed: %q has no TTL: it would stay in Redis for ever", iter.Val())
-		}
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if cc, ok := k.cfg.Redis.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, k.cfg.Redis)
+	}
+	switch {
+	case err != nil:
 		t.Errorf("mcpmwtest: check ttl: reading Config.Redis: %v", err)
-		return
-	}
-	if n == 0 {
+	case n == 0:
 		t.Errorf("mcpmwtest: check ttl failed: no key under %q in Config.Redis: is it the store's Redis, and Config.Prefix its prefix?", k.cfg.Prefix)
 	}
+	for _, key := range missing {
+		t.Errorf("mcpmwtest: check ttl failed: %q has no TTL: it would stay in Redis for ever", key)
+	}
 }
+
+// maxRecords bounds the keys the ttl check reads.
+const maxRecords = 100_000
 
 // globEscape escapes the SCAN MATCH pattern characters in s.
 func globEscape(s string) string {

@@ -203,3 +203,22 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// A key under the store's prefix without a TTL fails the ttl check, by
+// name.
+func TestTTLCheckFindsAKeyWithoutTTL(t *testing.T) {
+	store, srv := newStore(t)
+	rdb := srv.Client(t)
+	require.NoError(t, rdb.Set(context.Background(), "idem:stray", "x", 0).Err())
+	m := newMailer(t, store, &mcpmw.Options{Scope: clientName})
+	rec := newRecorder(ctxT(t))
+	run(rec, Config{
+		Server: m.server, Tool: "send_email", Redis: rdb,
+		Arguments:   map[string]any{"to": "ann@example.com", "subject": "hello"},
+		SideEffects: func() int { return int(m.sent.Load()) },
+	})
+	require.Equal(t, []string{`mcpmwtest: check ttl failed: "idem:stray" has no TTL: it would stay in Redis for ever`}, rec.failed["ttl"])
+	for name, msgs := range rec.failed {
+		require.Equal(t, "ttl", name, "%v", msgs)
+	}
+}
