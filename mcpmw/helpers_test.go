@@ -68,7 +68,7 @@ type setup struct {
 //	create_ticket  Server.AddTool (a raw handler), counted in tickets; fails with a Go error while failTicket
 //	lookup         annotated readOnlyHint, counted in lookups
 type harness struct {
-	t          *testing.T
+	t          testing.TB
 	tr         transport
 	redis      *redistest.Server
 	store      *redisstore.Store
@@ -85,7 +85,7 @@ type harness struct {
 // carries no credential, the scope is the client's name (unless
 // s.server.Scope is set); over HTTP it is DefaultScope's, from the
 // Authorization header each caller sends.
-func start(t *testing.T, tr transport, s setup) *harness {
+func start(t testing.TB, tr transport, s setup) *harness {
 	t.Helper()
 	if s.redis == nil {
 		s.redis = redistest.Start(t)
@@ -221,7 +221,7 @@ func text(res *mcp.CallToolResult) string {
 	return ""
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
+func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
