@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,4 +224,20 @@ func TestTTLCheckFindsAKeyWithoutTTL(t *testing.T) {
 	for name, msgs := range rec.failed {
 		require.Equal(t, "ttl", name, "%v", msgs)
 	}
+}
+
+// The kit adds no test framework to its users' dependencies.
+func TestNoTestify(t *testing.T) {
+	gobin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		if gobin, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go command")
+		}
+	}
+	out, err := exec.CommandContext(t.Context(), gobin, "list", "-deps", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, dep := range strings.Fields(string(out)) {
+		require.NotContains(t, dep, "testify", "mcpmwtest depends on %s", dep)
+	}
+	require.Contains(t, string(out), "github.com/idemkey/idemkey/mcpmw\n")
 }
