@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/mcpmw"
+	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore"
 )
 
 // A guarded call without a key, or with a malformed one, is a JSON-RPC
@@ -188,4 +190,35 @@ func TestClientRetriesKeepTheKey(t *testing.T) {
 		require.Equal(t, emailOut{ID: "msg_1", Attempt: 1}, structured(t, res))
 		require.EqualValues(t, 1, h.sent.Load(), "emails sent")
 	})
+}
+
+// The store's Observer sees each guarded call's decisions, named by the
+// tool: a run (claimed, completed), a replay, a refusal.
+func TestObserverSeesEachDecision(t *testing.T) {
+	var mu sync.Mutex
+	var kinds []string
+	obs := observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, e.Kind.String()+" "+e.Route)
+	}}
+	h := start(t, inMemory, setup{store: redisstore.Options{Observer: obs}})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	_, err := email(ctx, cs, "key-observed", ann("hello"))
+	require.NoError(t, err)
+	_, err = email(ctx, cs, "key-observed", ann("hello"))
+	require.NoError(t, err)
+	_, err = email(ctx, cs, "key-observed", ann("goodbye"))
+	require.Error(t, err)
+	_, err = callTool(ctx, cs, "lookup", "", nil)
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{
+		observe.Claimed.String() + " tools/call send_email",
+		observe.Completed.String() + " tools/call send_email",
+		observe.Replayed.String() + " tools/call send_email",
+		observe.Mismatch.String() + " tools/call send_email",
+	}, kinds, "an unguarded call is no decision")
 }
