@@ -80,6 +80,17 @@ type Options struct {
 	// request context bound retries. Default: false.
 	NoBudget bool
 
+	// RetryPolicy, if set, is the named retry policy the Transport retries
+	// by (see NewRetryPolicy): its Delay replaces Policy's waits, and its
+	// Allow replaces the Budget: it may refuse a retry (StopBudget,
+	// StopThrottled) or, adaptive only, a first attempt (StopThrottled,
+	// ErrThrottled). Which answers are worth a retry, and MaxAttempts,
+	// stay as they are. Policy and Budget must then be left zero (set the
+	// waits in RetryOptions.Policy); NoBudget is implied. Share one
+	// RetryPolicy between Transports to share its budget.
+	// Default: nil, the Policy and Budget above.
+	RetryPolicy *RetryPolicy
+
 	// OnResult, if set, is called once per request, before RoundTrip
 	// returns, with the caller's request and what happened to it. It is
 	// called concurrently when the Transport is used concurrently.
@@ -123,6 +134,10 @@ func New(base http.RoundTripper, opts Options) (*Transport, error) {
 		return nil, errors.New("idemclient: Options.Policy delays must not be negative")
 	case opts.KeyFormat != FormatToken && opts.KeyFormat != FormatString:
 		return nil, fmt.Errorf("idemclient: unknown Options.KeyFormat %d", int(opts.KeyFormat))
+	case opts.RetryPolicy != nil && (opts.Policy.BaseDelay != 0 || opts.Policy.MaxDelay != 0 || opts.Policy.MaxRetryAfter != 0 || opts.Policy.Rand != nil):
+		return nil, errors.New("idemclient: set Options.RetryPolicy or Options.Policy, not both (a RetryPolicy's waits are its RetryOptions.Policy)")
+	case opts.RetryPolicy != nil && opts.Budget != nil:
+		return nil, errors.New("idemclient: set Options.RetryPolicy or Options.Budget, not both (a RetryPolicy keeps its own budget)")
 	}
 	if base == nil {
 		base = http.DefaultTransport
@@ -151,7 +166,7 @@ func New(base http.RoundTripper, opts Options) (*Transport, error) {
 	}
 	opts.Methods = slices.Clone(opts.Methods)
 	t := &Transport{base: base, o: opts, methods: methods, budget: opts.Budget}
-	if t.budget == nil && !opts.NoBudget {
+	if t.budget == nil && !opts.NoBudget && opts.RetryPolicy == nil {
 		t.budget, _ = NewBudget(BudgetOptions{})
 	}
 	return t, nil
@@ -182,6 +197,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fail(req, res, StopPermanent, err)
 	}
 	res.Key, res.KeyMinted = key.value, minted
+	host := ""
+	if req.URL != nil {
+		host = req.URL.Host
+	}
+	rp := t.o.RetryPolicy
+	if rp != nil {
+		if stop := rp.Allow(host, 1, t.o.Now()); stop != "" {
+			closeBody(req)
+			return t.fail(req, res, stop, ErrThrottled)
+		}
+	}
 
 	// Whether a retry is safe, and if not, why.
 	var noRetry Stop
@@ -199,10 +225,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if noRetry == "" && body.again == nil {
 		noRetry = StopBodyTooLarge
-	}
-	host := ""
-	if req.URL != nil {
-		host = req.URL.Host
 	}
 	if noRetry == "" && t.budget != nil {
 		t.budget.deposit(host, t.o.Now())
@@ -239,6 +261,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			resp = nil // its body was closed by readAhead
 		}
+		if rp != nil {
+			rp.Done(host, err == nil && !t.o.Policy.Retryable(a, key.value != ""), t.o.Now())
+		}
 
 		// Decide whether to try again.
 		var stop Stop
@@ -260,10 +285,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var wait time.Duration
 		if stop == "" {
 			now := t.o.Now()
-			wait = t.o.Policy.Delay(n, retryAfter, now)
-			if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
+			if rp != nil {
+				wait = rp.Delay(n, retryAfter, now)
+			} else {
+				wait = t.o.Policy.Delay(n, retryAfter, now)
+			}
+			switch dl, ok := ctx.Deadline(); {
+			case ok && !now.Add(wait).Before(dl):
 				stop = StopDeadline
-			} else if t.budget != nil && !t.budget.withdraw(host, now) {
+			case rp != nil:
+				stop = rp.Allow(host, n+1, now)
+			case t.budget != nil && !t.budget.withdraw(host, now):
 				stop = StopBudget
 			}
 		}
