@@ -341,7 +341,6 @@ func TestTransportAdaptiveRejectsAFirstAttemptWithoutSendingIt(t *testing.T) {
 	require.EqualValues(t, 1, served.Load())
 }
 
-
 func TestTransportRefusesARetryPolicyBesideAPolicyOrABudget(t *testing.T) {
 	rp := newPolicy(t, RetryBudget, RetryOptions{})
 	_, err := New(nil, Options{RetryPolicy: rp, Policy: Policy{BaseDelay: time.Second}})
