@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -36,9 +37,10 @@ func (h *Hop) prepareHTTP() error {
 		}
 	}
 	h.forward = &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
-		Transport: h.o.Transport,
-		ErrorLog:  log.New(io.Discard, "", 0),
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport:  h.o.Transport,
+		BufferPool: copyBuffers{},
+		ErrorLog:   log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client went away, or the hop is closing: cut the
@@ -56,6 +58,15 @@ func (h *Hop) prepareHTTP() error {
 	}
 	return nil
 }
+
+// copyBuffers lends the reverse proxy its buffers for copying response
+// bodies, which it would otherwise allocate, 32 KiB, for every response.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *copyBufferPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put(&b) }
 
 // serveHTTP starts serving an HTTP hop on its listener.
 func (h *Hop) serveHTTP() {
