@@ -88,7 +88,8 @@ type Options struct {
 	OnResult func(req *http.Request, r Result)
 
 	// Now is the clock, for HTTP-date Retry-After values, the request
-	// deadline and the budget. Default: time.Now.
+	// deadline, and the Budget or the RetryPolicy's windows.
+	// Default: time.Now.
 	Now func() time.Time
 
 	// Sleep waits d or until ctx is done, and returns ctx.Err() in the
