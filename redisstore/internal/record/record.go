@@ -22,6 +22,7 @@
 package record
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"strconv"
 	"strings"
@@ -67,6 +68,13 @@ type Started struct {
 	RecoveryData  []byte // nil unless RecoveryPoint is set, once parsed
 	Label         string
 	CreatedMS     int64 // the first claim's time, Unix milliseconds
+}
+
+// NewToken returns a fencing token: 8 random bytes.
+func NewToken() string {
+	var b [TokenLen]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return string(b[:])
 }
 
 // AppendStarted appends a started record.
