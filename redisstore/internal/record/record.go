@@ -14,7 +14,10 @@
 //	18-     (completed) <attempt>:<code>:<outcome>
 //
 // rp, rpd and label are netstrings (<length>:<bytes>); numbers are decimal
-// ASCII; the outcome runs to the end.
+// ASCII, the code signed; the outcome runs to the end. docs/spec.md
+// specifies them (Spec 1.0), and the golden vectors of testdata/spec hold
+// these functions to it (redisstore/spec TestVectorsDecode and
+// TestVectorsReencode).
 //
 // It knows nothing of package redisstore: decoders return plain structs and
 // report a reply they do not know with ok == false, and redisstore maps
