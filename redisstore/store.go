@@ -40,8 +40,8 @@ const MaxFieldLen = 1024
 // SpecVersion is the version of the record format this package writes and
 // reads, as docs/spec.md specifies it: major.minor, where a reader of one
 // major version reads every minor one (it ignores what a minor version
-// adds) and refuses a record of a major version it does not know. Package
-// spec reads records by the specification's names.
+// adds) and refuses a record of a major version it does not know.
+// [github.com/idemkey/idemkey/redisstore/spec] reads records by its names.
 const SpecVersion = "1.0"
 
 // Options configures a Store. The zero value gives the defaults.

@@ -6,7 +6,8 @@
 //
 // It decodes only, with the same decoders package redisstore uses; the
 // store writes. A record of a version this package does not know is
-// refused (ErrUnknownVersion), never guessed at.
+// refused (ErrUnknownVersion), never guessed at. Its functions are pure and
+// safe for concurrent use.
 package spec
 
 import (
