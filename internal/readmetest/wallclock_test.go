@@ -390,6 +390,9 @@ func (s *wallclockScanner) visit(n ast.Node) bool {
 		if !ok {
 			return true
 		}
+		if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "synctest" && pkg.Obj == nil && (sel.Sel.Name == "Test" || sel.Sel.Name == "Run") {
+			return false // the bubble's clock is fake: its times are exact
+		}
 		if pkg, ok := sel.X.(*ast.Ident); !ok || (pkg.Name != "require" && pkg.Name != "assert") {
 			return true
 		}
@@ -699,7 +702,7 @@ func TestNoWallClockAssertions(t *testing.T) {
 // TestWallClockGuardFindsPlantedAssertions: the scanner finds the forms a
 // wall-clock assertion takes, among them the one that flaked most often
 // (require.Less of a time.Since), and none of the forms that only log a
-// time, poll with a generous bound, or bound a loop.
+// time, poll with a generous bound, bound a loop, or run on a fake clock.
 func TestWallClockGuardFindsPlantedAssertions(t *testing.T) {
 	const head = "package p\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\n"
 	flagged := map[string]string{
@@ -795,6 +798,13 @@ func TestPlanted(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("not done")
 	}
+}`,
+		"a synctest bubble": `func TestClean(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		time.Sleep(time.Second)
+		require.Less(t, time.Since(start), 2*time.Second)
+	})
 }`,
 		"a fake clock": `func TestClean(t *testing.T) {
 	clock := fake.Clock()
