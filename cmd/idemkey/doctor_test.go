@@ -170,11 +170,20 @@ func TestServeMetrics(t *testing.T) {
 	after, _, _ := scrape(t, s.url)
 	require.Equal(t, float64(1+keys), after[`idemkey_requests_total{outcome="executed",`+route+`}`], "one execution per key")
 	require.Equal(t, 0.0, after["idemkey_leases_held"])
+	// Every request that reached serve is counted once, whatever its
+	// outcome: on a busy machine some get "unavailable" (a claim past the
+	// store's timeout), and an attempt storm gave up on (a transport
+	// error) may or may not have reached it.
 	var answered float64
-	for _, o := range []string{"executed", "replayed", "in_progress"} {
-		answered += after[`idemkey_requests_total{outcome="`+o+`",`+route+`}`] - samples[`idemkey_requests_total{outcome="`+o+`",`+route+`}`]
+	for name, v := range after {
+		if strings.HasPrefix(name, `idemkey_requests_total{outcome="`) && strings.HasSuffix(name, ","+route+"}") {
+			answered += v - samples[name]
+			t.Logf("%s +%v", name, v-samples[name])
+		}
 	}
 	require.Equal(t, keys, rep.Probe.Identical)
-	require.Equal(t, float64(rep.Requests+keys), answered, "every request the storm sent (and its late probe of each key), counted once")
+	sent := float64(rep.Requests + keys) // and its late probe of each key
+	require.LessOrEqual(t, answered, sent, "requests counted that storm did not send (or twice)")
+	require.GreaterOrEqual(t, answered, sent-float64(rep.Errors), "requests storm got an answer to, not counted: statuses %v", rep.Statuses)
 	require.Positive(t, after[`idemkey_requests_total{outcome="in_progress",`+route+`}`], "--wait 0s: duplicates got 409")
 }
