@@ -30,10 +30,7 @@ var wallclockAllowed = map[string]string{
 	"redisstore/outage_test.go TestRefusedConnectionFailsFast":              "pending: the refused-connection path, owned by the refused-connection fix; its ceiling is timeout/4 on claims that fail at once",
 
 	// Pending changes of this audit (docs/testing.md).
-	"ginmw/exactlyonce_test.go TestGinDownstreamContext":                       "pending: assert the cause (the context's deadline), not the time",
 	"internal/contracttest/contract.go run":                                    "pending: widen to 4x",
-	"internal/faultproxy/proxy_test.go TestBlackhole":                          "pending: assert the cause (the deadline's error), not the time",
-	"internal/faultproxy/proxy_test.go TestClose":                              "pending: a liveness guard of a minute",
 	"internal/faulttest/failover_test.go TestClusterFailoverStorm":             "pending: widen to 4x",
 	"internal/faulttest/failover_test.go failoverStorm.checkProbes":            "pending: widen to 4x",
 	"internal/faulttest/failover_test.go sentinelFailoverStorm":                "pending: widen to 4x",
@@ -42,8 +39,6 @@ var wallclockAllowed = map[string]string{
 	"internal/faulttest/latency_test.go claimUnderBlackholeAndLatency":         "pending: widen to 4x",
 	"internal/faulttest/redis_faults_test.go redisRestartDuringStorm":          "pending: the premise at 4x",
 	"internal/faulttest/redis_faults_test.go redisRestartRetriedDuplicates":    "pending: the premise at 4x",
-	"internal/loadgen/loadgen_test.go TestDurationAndUniqueSeq":                "pending: lower bound only",
-	"internal/redistest/redistest_test.go TestPauseResume":                     "pending: the cause is asserted; widen to 4x",
 	"internal/storm/features_test.go TestRetryStopsAtTimeout":                  "pending: storm, after its move",
 	"internal/storm/load_test.go TestLoadInterrupted":                          "pending: storm, after its move",
 	"redisstore/await_test.go TestAwait":                                       "pending: the cause (pub/sub) is asserted; drop the times",
@@ -53,6 +48,27 @@ var wallclockAllowed = map[string]string{
 	"redisstore/redis_test.go TestHungRedisHonoursDeadline":                    "pending: widen to 4x",
 	"redisstore/replicas_test.go TestReplicas":                                 "pending: widen to 4x",
 	"redisstore/scan_test.go TestScanAtScale":                                  "pending: performance figures, out of the test",
-	"redisstore/store_test.go testStore":                                       "pending: a minute's window around a timestamp",
 	"redisstore/supervise_test.go TestSuperviseMaxDuration":                    "pending: lower bound from before the claim",
+	// Lower bounds (continued).
+	"internal/loadgen/loadgen_test.go TestDurationAndUniqueSeq": "lower bound: a run of 150ms takes at least that (start is taken before Run)",
+
+	// Times left, not times taken: a TTL or a lease's time left, which a
+	// stall only shortens. Upper bounds on them are safe; each lower bound
+	// leaves seconds (or 1.5s, 75% of the lease) for a stalled machine.
+	"cmd/idemkey/e2e_test.go TestInspectShowsACompletedRecord":              "time left: a day's retention more than 23h on: an hour of room",
+	"redisstore/exactlyonce_test.go TestRestartGraceIgnoresRetentionChange": "time left: an upper bound (a grace no longer than a lease), which a stall only makes easier",
+	"redisstore/forget_test.go testForget":                                  "time left: more than 1s of the default 10s lease: 9s of room",
+	"redisstore/forget_test.go TestForgetAfterRestart":                      "time left: more than 50 minutes of an hour's grace: 10 minutes of room",
+	"redisstore/retention_test.go testRetention":                            "time left: an upper bound (the lease, not the retention), which a stall only makes easier",
+	"redisstore/retention_test.go TestRequestRetentionRestartGrace":         "time left: more than 30s of a minute's grace (30s of room), and an upper bound",
+	"redisstore/scan_test.go testScan":                                      "time left: more than 20s of the seeded 30s lease: 10s of room",
+	"redisstore/store_test.go testStore":                                    "time left and a timestamp: an extended 2s lease has more than 500ms left (1.5s of room); TTLs under an upper bound; a record's CreatedAt within a minute of now, around a test of milliseconds",
+
+	// Computed, not measured: no clock is read.
+	"idemclient/policy_test.go TestBackoffIsExponentialWithFullJitter": "computed, not measured: backoffs drawn from a given random source, compared with their ceilings",
+	"internal/storm/storm_test.go TestRetryDelay":                      "computed, not measured: the delay a Retry-After gives, from a fixed now",
+
+	// Liveness: a result's Elapsed far under the run's own length.
+	"internal/loadgen/loadgen_test.go TestRequestErrorAborts": "liveness: a run of 10s aborts at its third request (milliseconds); the bound is 5s",
+	"internal/loadgen/loadgen_test.go TestCancel":             "liveness: a run of a minute ends with its 100ms context; the bound is 10s",
 }

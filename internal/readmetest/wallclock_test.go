@@ -403,7 +403,8 @@ func (s *wallclockScanner) visit(n ast.Node) bool {
 				s.report(n, "timeout")
 			}
 		case "Less", "LessOrEqual", "Greater", "GreaterOrEqual":
-			if len(n.Args) >= 3 && (s.tainted(n.Args[1]) || s.tainted(n.Args[2]) || s.counted(n.Args[1]) || s.counted(n.Args[2])) {
+			if len(n.Args) >= 3 && (s.tainted(n.Args[1]) || s.tainted(n.Args[2]) || s.counted(n.Args[1]) || s.counted(n.Args[2]) ||
+				s.unitBound(n.Args[1]) || s.unitBound(n.Args[2])) {
 				s.report(n, "bound")
 			}
 		case "WithinDuration", "WithinRange", "InDelta", "InEpsilon":
@@ -455,7 +456,8 @@ func (s *wallclockScanner) ordered(e ast.Expr) bool {
 		case *ast.BinaryExpr:
 			switch n.Op {
 			case token.LSS, token.GTR, token.LEQ, token.GEQ:
-				found = found || s.tainted(n.X) || s.tainted(n.Y) || s.counted(n.X) || s.counted(n.Y)
+				found = found || s.tainted(n.X) || s.tainted(n.Y) || s.counted(n.X) || s.counted(n.Y) ||
+					s.unitBound(n.X) || s.unitBound(n.Y)
 			}
 		case *ast.CallExpr:
 			sel, ok := n.Fun.(*ast.SelectorExpr)
@@ -471,6 +473,27 @@ func (s *wallclockScanner) ordered(e ast.Expr) bool {
 			}
 		}
 		return !found
+	})
+	return found
+}
+
+// unitBound reports whether e is a duration written with time's units
+// (5*time.Second, timeout+time.Second): compared with another duration,
+// which may have been measured by the code under test (a result's
+// Elapsed, an observer's Duration), it is a bound.
+func (s *wallclockScanner) unitBound(e ast.Expr) bool {
+	found := false
+	ast.Inspect(e, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "time" && pkg.Obj == nil {
+				switch sel.Sel.Name {
+				case "Nanosecond", "Microsecond", "Millisecond", "Second", "Minute":
+					found = true
+				}
+			}
+		}
+		_, lit := n.(*ast.FuncLit)
+		return !found && !lit
 	})
 	return found
 }
