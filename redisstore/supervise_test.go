@@ -80,10 +80,12 @@ func TestSuperviseMaxDuration(t *testing.T) {
 	b := realBackend(t)
 	s := newStore(t, b, Options{Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond, MaxDuration: 200 * time.Millisecond})
 	req := newReq(t)
+	// Before the claim, whose start MaxDuration runs from: taken after it,
+	// a slow claim made the run look cancelled early.
+	started := time.Now()
 	c, err := s.Claim(ctx, req)
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancelCause(ctx)
-	started := time.Now()
 	stop := c.Lease.Supervise(cancel)
 	defer stop()
 	select {
