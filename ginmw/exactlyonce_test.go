@@ -1,6 +1,7 @@
 package ginmw_test
 
-// Regression tests for issues 9 and 18 on Gin itself; each failed before its fix.
+// Regression tests for exactly once on every path and for safe defaults, on
+// Gin itself; each failed before its fix.
 
 import (
 	"context"

@@ -47,7 +47,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	runObserve(t, mount, b)
 	runMemory(t, mount, b)
 	runInterrupt(t, mount, b)
-	runIssue22(t, mount, b)
+	runEdgeCases(t, mount, b)
 	runRetention(t, mount, b)
 	payment := `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 

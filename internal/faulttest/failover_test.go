@@ -29,7 +29,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Failover storms (issue 11): a retry storm runs through the middleware
+// Failover storms: a retry storm runs through the middleware
 // while the Redis deployment behind it fails over. The harness records every
 // HTTP exchange on the client side (status, when, how long) and what the
 // middleware logged about outcomes it could not store, so that the tests can

@@ -51,9 +51,9 @@ var scripts = faultproxy.Name("EVALSHA", "EVAL")
 // Each heartbeat waits at most Heartbeat/3 (Lease/9 by default) for Redis,
 // then gives up and tries again after Heartbeat/5 on a new connection, whose
 // handshake meets the same latency. So added latency under Lease/9 keeps the
-// owner; at Lease/4, under the third of the lease issue 11 asks for, no beat
-// gets through, the lease runs out and a duplicate takes the key over while
-// the handler still runs: a known hole, run with IDEMKEY_KNOWN_HOLES=1.
+// owner; at Lease/4, under the third of the lease a heartbeat is meant to
+// survive, no beat gets through, the lease runs out and a duplicate takes
+// the key over while the handler still runs: a known hole, run with IDEMKEY_KNOWN_HOLES=1.
 //
 // The latency that must keep the owner is Lease/18, half the beat's bound,
 // so that a loaded machine's own delay (-race, 2 busy cores) fits in the
