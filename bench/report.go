@@ -160,7 +160,7 @@ func (res *Results) WriteMarkdown(w io.Writer) {
 	}
 
 	if len(res.Rounds) > 0 && len(res.Rounds[0].Storm) > 0 {
-		p("## Retry storm (`internal/storm`: %d keys x %d simultaneous duplicates, %d workers, 409 not retried)\n\n",
+		p("## Retry storm (`storm`: %d keys x %d simultaneous duplicates, %d workers, 409 not retried)\n\n",
 			c.StormKeys, c.StormDups, c.StormConcurrency)
 		p("Executions are counted in the handler, per key: the ground truth. Bare has no idempotency: every duplicate runs. ")
 		p("Round trips per key are the calls the contender's go-redis client made (a pipeline is one); requests per key are the top-level commands redis-server served (EVALSHA, batched or not); Redis commands per key are ")

@@ -109,7 +109,7 @@ func cpuRatio(a, b Load) float64 {
 	return ratio(b.CPUUS+b.RedisCPUUS, a.CPUUS+a.RedisCPUUS)
 }
 
-// StormResult is one retry storm: internal/storm's client-side verdict and
+// StormResult is one retry storm: storm's client-side verdict and
 // the handler-side execution counts, which are the ground truth.
 type StormResult struct {
 	Contender   string `json:"contender"`

@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/ginmw"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 	"github.com/idemkey/idemkey/redisstore"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/keyslot"
 	"github.com/idemkey/idemkey/internal/redistest"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
 )

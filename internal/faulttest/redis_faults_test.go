@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/redistest"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 	"github.com/idemkey/idemkey/redisstore"
 )
 

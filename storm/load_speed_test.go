@@ -106,7 +106,7 @@ func (t instantTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // with a transport that answers at once: CPU time, allocations and bytes
 // per operation. The machine's load changes the wall time, not these.
 //
-//	go test -run '^$' -bench LoadOverhead -count 5 ./internal/storm/
+//	go test -run '^$' -bench LoadOverhead -count 5 ./storm/
 func BenchmarkLoadOverhead(b *testing.B) {
 	client := &http.Client{Transport: instantTransport{header: http.Header{"Content-Type": {"application/json"}}}}
 	const ops = 20000
