@@ -38,8 +38,6 @@ var wallclockAllowed = map[string]string{
 	"internal/faulttest/latency_test.go claimUnderBlackholeAndLatency":         "4x, the bound is the behaviour: Timeout (500ms) ends a claim Redis does not answer, with 2s of room (4x the 500ms a loaded race build needed), under the client's 3s ReadTimeout; and a lower bound (a delayed claim takes at least the delay)",
 	"internal/faulttest/redis_faults_test.go redisRestartDuringStorm":          "4x: the premise (an outage shorter than the lease less 1s) with a 10s lease, 4x the 2.8s outage seen on a busy machine; the probe's 503 within 4x the middleware's 2s Timeout",
 	"internal/faulttest/redis_faults_test.go redisRestartRetriedDuplicates":    "4x: the premise (an outage shorter than the lease less 1s) with a 10s lease, 4x the 2.8s outage seen on a busy machine",
-	"internal/storm/features_test.go TestRetryStopsAtTimeout":                  "pending: storm, after its move",
-	"internal/storm/load_test.go TestLoadInterrupted":                          "pending: storm, after its move",
 	"redisstore/await_test.go TestAwait":                                       "4x, the bound is the behaviour: the deadline (200ms) ends a wait on an owner that never completes; 4 x (deadline + 1s). How soon a waiter is woken is bench/'s BenchmarkAwait",
 	"redisstore/await_test.go TestAwaitRechecksRedisPastALocalLease":           "4x, the bound is the behaviour: the waiter asks Redis once the local lease (900ms) is over, not at its 8s deadline; 4 x (lease + 1s)",
 	"redisstore/internal/wake/wake_test.go TestWakerStopDoesNotHoldTheWaiters": "4x, the bound is the behaviour: a Watch ends at its deadline (500ms) rather than wait for a reconnect that hangs until the test opens it; 4 x (deadline + 1s)",
@@ -63,9 +61,11 @@ var wallclockAllowed = map[string]string{
 
 	// Computed, not measured: no clock is read.
 	"idemclient/policy_test.go TestBackoffIsExponentialWithFullJitter": "computed, not measured: backoffs drawn from a given random source, compared with their ceilings",
-	"internal/storm/storm_test.go TestRetryDelay":                      "computed, not measured: the delay a Retry-After gives, from a fixed now",
 
 	// Liveness: a result's Elapsed far under the run's own length.
 	"internal/loadgen/loadgen_test.go TestRequestErrorAborts": "liveness: a run of 10s aborts at its third request (milliseconds); the bound is 5s",
 	"internal/loadgen/loadgen_test.go TestCancel":             "liveness: a run of a minute ends with its 100ms context; the bound is 10s",
+	"storm/storm_test.go TestRetryDelay":                      "computed, not measured: the delay a Retry-After gives, from a fixed now",
+	"storm/features_test.go TestRetryStopsAtTimeout":          "4x, the bound is the behaviour: --timeout 400ms stops the retries of a server that only answers 503; 10s is 25x; the cause (every key inconclusive, 'no final answer') is asserted too",
+	"storm/load_test.go TestLoadInterrupted":                  "liveness: a run of a minute ends when its context is cancelled; 30s is half the run; the cause (context.Canceled, Interrupted) is asserted too",
 }

@@ -776,6 +776,12 @@ func TestPlanted(t *testing.T) {
 		t.Fatal("not done")
 	}
 }`,
+		"a result's Elapsed against time's units": `func TestPlanted(t *testing.T) {
+	res := run()
+	if res.Elapsed > 5*time.Second {
+		t.Fatalf("took %v", res.Elapsed)
+	}
+}`,
 		"WithinDuration": `func TestPlanted(t *testing.T) {
 	require.WithinDuration(t, time.Now(), stamp(), 50*time.Millisecond)
 }`,
@@ -867,4 +873,47 @@ func TestStressRunsTheReadmeTestCommand(t *testing.T) {
 	run, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
 	require.NoError(t, err)
 	require.Contains(t, string(run), "\n"+want+"\n", ".ci/run runs the README's test command once")
+}
+
+// TestNoIssueNumbersInCode: no Go file of the repository, any module,
+// names a test, a file or a behaviour by the tracker's number (the word
+// issue and a number): a reader without the tracker learns nothing from
+// it. Name them for the behaviour they hold; the history belongs in
+// commit messages and CHANGELOG.md.
+func TestNoIssueNumbersInCode(t *testing.T) {
+	ref := regexp.MustCompile(`(?i)\bissues?[ _]*#?[0-9]+|\bissue[0-9]+`)
+	var found []string
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		n++
+		rel, _ := filepath.Rel(root, path)
+		if ref.MatchString(filepath.Base(path)) {
+			found = append(found, rel)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := ref.FindString(line); m != "" {
+				found = append(found, fmt.Sprintf("%s:%d: %q", rel, i+1, m))
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Positive(t, n)
+	require.Empty(t, found, "name tests, files and comments for the behaviour they hold, not the issue that asked for them")
 }
