@@ -26,7 +26,14 @@ func TestDoctorFailsOnAnEvictingRedis(t *testing.T) {
 	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Regexp(t, `(?m)^fail  maxmemory-policy  volatile-ttl with maxmemory 64\.0 MiB: .*set maxmemory-policy noeviction$`, r.stdout)
 	require.Regexp(t, `(?m)^ok    version           Redis \d`, r.stdout)
-	require.Contains(t, r.stdout, "1 failed, 1 warning\n")
+	// One warning (no persistence), and a second only if the latency
+	// check found the round trips slow, as a loaded machine may (.ci/stress:
+	// p99 39ms over 300 PINGs).
+	want := "1 failed, 1 warning\n"
+	if regexp.MustCompile(`(?m)^warn  latency `).MatchString(r.stdout) {
+		want = "1 failed, 2 warnings\n"
+	}
+	require.Contains(t, r.stdout, want)
 
 	r = runBin(t, 60*time.Second, "doctor", "--json", "--redis", "redis://"+srv.Addr()+"/0")
 	require.Equal(t, 1, r.code, r.stderr)
@@ -163,7 +170,8 @@ func TestServeMetrics(t *testing.T) {
 	const keys, dups = 20, 8
 	r := runBin(t, 120*time.Second, "storm", "--url", s.url+"/v1/payments",
 		"-H", "Authorization: Bearer sk_test_storm", "--body", payment,
-		"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys*dups), "--retry", "--json")
+		"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys*dups), "--retry", "--json",
+		"--timeout", stormTimeout)
 	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	var rep stormReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
