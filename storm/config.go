@@ -112,7 +112,8 @@ type Config struct {
 	// all of them.
 	MaxFailures int
 	// KeyPrefix is prepended to every generated key, e.g. to find the
-	// storm's keys in server logs. It must be visible ASCII.
+	// storm's keys in server logs. It must be visible ASCII without
+	// quotes, backslashes or commas: the keys are sent as bare tokens.
 	KeyPrefix string
 	// Client is the HTTP client to use. When nil, Run builds a client whose
 	// transport opens at most Concurrency keep-alive connections to the
@@ -256,8 +257,8 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 		return bad("%v", err)
 	}
 	for i := 0; i < len(cfg.KeyPrefix); i++ {
-		if c := cfg.KeyPrefix[i]; c <= ' ' || c > '~' {
-			return bad("key prefix %q: want visible ASCII", cfg.KeyPrefix)
+		if c := cfg.KeyPrefix[i]; c <= ' ' || c > '~' || c == ',' || c == '"' || c == '\\' {
+			return bad("key prefix %q: want visible ASCII without quotes, backslashes or commas (the key is sent as a bare token)", cfg.KeyPrefix)
 		}
 	}
 	if cfg.CountURL != "" || cfg.CountField != "" {

@@ -456,6 +456,7 @@ func TestRunCountConfig(t *testing.T) {
 		"bad count url": {URL: "http://127.0.0.1:1", CountURL: "/stats", CountField: "n"},
 		"key header":    {URL: "http://127.0.0.1:1", KeyHeader: "Bad Header"},
 		"key prefix":    {URL: "http://127.0.0.1:1", KeyPrefix: "a b"},
+		"comma prefix":  {URL: "http://127.0.0.1:1", KeyPrefix: "a,b-"}, // a bare key with a comma is refused (400)
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep, err := Run(t.Context(), cfg)

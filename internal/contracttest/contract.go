@@ -49,6 +49,7 @@ func run(t *testing.T, mount Mount, b backend) {
 	runInterrupt(t, mount, b)
 	runEdgeCases(t, mount, b)
 	runRetention(t, mount, b)
+	runDraft(t, mount, b)
 	payment := `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
 	t.Run("first request runs; a retry replays status, body and headers", func(t *testing.T) {
