@@ -181,8 +181,8 @@ type Commands struct {
 	Other   float64 `json:"other"`
 	// Script is the commands the scripts ran.
 	Script float64 `json:"script"`
-	// Total is every command: top-level and inside scripts. Issue 17 counts
-	// this one ("2 EVALSHA + 9").
+	// Total is every command: top-level and inside scripts, the count of
+	// commands per first execution ("2 EVALSHA + 9").
 	Total float64 `json:"total"`
 	// ByName is every command but EVALSHA, EVAL and the runner's own, by
 	// name.

@@ -19,7 +19,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// The servers below are the cases of issue 10: three that used to pass
+// The servers below are the verdict's hard cases: three that used to pass
 // although a retry could run them again, and two correct ones that used to
 // fail.
 
@@ -285,7 +285,7 @@ func TestFalseFailOversizeResponse(t *testing.T) {
 	require.Equal(t, int64(keys), executions.Load())
 }
 
-// Issue 22, item 13, confirmed: a server that answers every request of a
+// Replays without an original: a server that answers every request of a
 // fresh key as a replay never ran any of them for this storm, yet the
 // storm used to pass it without a side-effect count. A replay without an
 // original is explained only by an original whose answer was lost (a

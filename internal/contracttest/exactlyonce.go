@@ -1,7 +1,7 @@
 package contracttest
 
-// Regression tests for issue 9 (exactly once on every path) and issue 18
-// (safe defaults); each failed on the middleware before its fix.
+// Regression tests for exactly once on every path and for safe defaults;
+// each failed on the middleware before its fix.
 
 import (
 	"bytes"

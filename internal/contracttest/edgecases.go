@@ -1,7 +1,9 @@
 package contracttest
 
-// Regression tests for issue 22 items 9, 11 and 12 (hostile records, the
-// unprotected case, a middleware mounted before the app's auth); each
+// Edge cases of the contract: a stored response that decompresses beyond
+// MaxResponseBytes, a request left unprotected (Optional without a key,
+// FailOpen with Redis down) that still gets fresh derived keys and a
+// working Checkpoint, and a middleware mounted before the app's auth; each
 // failed on the middleware before its fix.
 
 import (
@@ -20,7 +22,8 @@ import (
 	"github.com/idemkey/idemkey/internal/redistest"
 )
 
-func runIssue22(t *testing.T, mount Mount, b backend) {
+// runEdgeCases runs the edge cases on mount and b.
+func runEdgeCases(t *testing.T, mount Mount, b backend) {
 	quiet := slog.New(slog.DiscardHandler)
 	const payment = `{"amount": 1200, "currency": "EUR", "customer": "cus_1"}`
 
