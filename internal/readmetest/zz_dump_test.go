@@ -1,9 +1,0 @@
-package readmetest
-
-import "testing"
-
-func TestDumpWallclock(t *testing.T) {
-	for _, f := range scanRepoWallclock(t) {
-		t.Log(f.String())
-	}
-}
