@@ -24,8 +24,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemkey/idemkey/storm"
 	"github.com/idemkey/idemkey/internal/verify"
+	"github.com/idemkey/idemkey/storm"
 )
 
 const usage = `idemkey: retried requests, made safe.
