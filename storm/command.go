@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,7 +94,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		timeout    = fs.Duration("timeout", defaultTimeout, "timeout of each request, its retries included")
 		noProbe    = fs.Bool("no-probe", false, "skip the late probe (one more duplicate per key after the storm, which must be an identical replay)")
 		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed (plus at most one per inconclusive key)")
-		countField = fs.String("count-field", "", "the count's member `name` in the --count-url JSON object (dots reach into nested objects)")
+		countField countFlag
+		history    = fs.String("history", "", "write every attempt to `file` as JSON Lines, streamed, for 'idemkey check'")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
@@ -107,7 +109,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		maxP99      = fs.Duration("max-p99", 0, "load mode threshold: the operations' p99 latency at most this")
 		maxAmp      = fs.Float64("max-amplification", 0, "load mode threshold: attempts per operation at most this")
 		minGoodput  = fs.Float64("min-goodput", 0, "load mode threshold: operations completed per second at least this")
+		minEOGood   = fs.Float64("min-exactly-once-goodput", 0, "load mode threshold: operations completed per second whose key passed, at least this")
+		maxPeakAmp  = fs.Float64("max-peak-amplification", 0, "load mode threshold: the highest amplification of one second at most this")
 	)
+	fs.Var(&countField, "count-field", "a count's member `NAME[=N]` in the --count-url JSON object (dots reach into nested objects), N the side effects each operation makes on it (default 1; 0 for none); repeatable")
 	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
 	fs.BoolVar(&retry, "retry", false, retryUsage)
 	fs.BoolVar(&retry, "retry-409", false, "the same as --retry")
@@ -157,7 +162,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	} else {
-		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification", "min-goodput"} {
+		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification",
+			"min-goodput", "min-exactly-once-goodput", "max-peak-amplification"} {
 			if set[name] {
 				return usageErr("--%s needs load mode: give --rate or --duration", name)
 			}
@@ -172,7 +178,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if set["body"] && set["body-file"] {
 		return usageErr("--body and --body-file are mutually exclusive")
 	}
-	if (*countURL == "") != (*countField == "") {
+	if (*countURL == "") != (len(countField) == 0) {
 		return usageErr("--count-url and --count-field go together")
 	}
 	if *countURL != "" {
@@ -200,7 +206,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Retry:       retry,
 		NoProbe:     *noProbe,
 		CountURL:    *countURL,
-		CountField:  *countField,
+		Counts:      countField,
 	}
 	if loadMode {
 		switch {
@@ -214,8 +220,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErr("--attempt-timeout must not be negative, got %s", *attemptTO)
 		case *retries < 0:
 			return usageErr("--retries must not be negative, got %d", *retries)
-		case *maxP99 < 0 || *maxAmp < 0 || *minGoodput < 0 || math.IsNaN(*maxAmp) || math.IsNaN(*minGoodput):
-			return usageErr("--max-p99, --max-amplification and --min-goodput must not be negative")
+		case *maxP99 < 0 || *maxAmp < 0 || *minGoodput < 0 || *minEOGood < 0 || *maxPeakAmp < 0 || math.IsNaN(*maxAmp) ||
+			math.IsNaN(*minGoodput) || math.IsNaN(*minEOGood) || math.IsNaN(*maxPeakAmp):
+			return usageErr("the thresholds (--max-p99, --max-amplification, --min-goodput, --min-exactly-once-goodput, --max-peak-amplification) must not be negative")
 		}
 		lo, hi, err := parseBackoff(*backoff)
 		if err != nil {
@@ -228,6 +235,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Policy = idemclient.Policy{BaseDelay: lo, MaxDelay: hi}
 		cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput = *maxP99, *maxAmp, *minGoodput
+		cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification = *minEOGood, *maxPeakAmp
 		if !set["dups"] {
 			cfg.Dups = 1
 		}
@@ -240,7 +248,23 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if isTerminal(stderr) {
 		cfg.Progress = stderr
 	}
+	if _, _, err := normalize(cfg); err != nil {
+		return usageErr("%v", err)
+	}
+	var historyFile *os.File
+	if *history != "" {
+		f, err := os.Create(*history)
+		if err != nil {
+			return usageErr("--history: %v", err)
+		}
+		historyFile, cfg.History = f, f
+	}
 	rep, err := Run(ctx, cfg)
+	if historyFile != nil {
+		if cerr := historyFile.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("%w: %v", ErrHistory, cerr)
+		}
+	}
 	if rep == nil {
 		if errors.Is(err, ErrCount) {
 			fmt.Fprintf(stderr, "idemkey storm: --count-url: %v\n", err)
@@ -248,7 +272,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return usageErr("%v", err)
 	}
-	if err != nil {
+	historyErr := errors.Is(err, ErrHistory)
+	switch {
+	case historyErr:
+		fmt.Fprintf(stderr, "idemkey storm: --history: %v\n", err)
+	case err != nil:
 		fmt.Fprintf(stderr, "idemkey storm: interrupted after %s: %v\n", rep.Elapsed.Round(time.Millisecond), err)
 	}
 	if rep.Error != "" {
@@ -269,7 +297,43 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if historyErr {
+		return 2
+	}
 	return rep.ExitCode()
+}
+
+// countFlag is --count-field: NAME[=N], repeatable.
+type countFlag []CountSpec
+
+func (f *countFlag) String() string {
+	var parts []string
+	for _, c := range *f {
+		parts = append(parts, fmt.Sprintf("%s=%d", c.Field, c.Want))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *countFlag) Set(s string) error {
+	name, n, hasN := strings.Cut(s, "=")
+	c := CountSpec{Field: strings.TrimSpace(name), Want: 1}
+	if c.Field == "" {
+		return errors.New("want NAME or NAME=N")
+	}
+	if hasN {
+		want, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil || want < 0 {
+			return fmt.Errorf("%q: want N, a whole number of side effects per operation, 0 or more", n)
+		}
+		c.Want = want
+	}
+	for _, prev := range *f {
+		if prev.Field == c.Field {
+			return fmt.Errorf("%s given twice", c.Field)
+		}
+	}
+	*f = append(*f, c)
+	return nil
 }
 
 // parseBackoff parses --backoff's "MIN,MAX".
