@@ -3,6 +3,8 @@ package storm
 import (
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,36 @@ func check(t *testing.T, h *History) *Report {
 	return rep
 }
 
+// checkSaved is check, and holds that 'idemkey check' on the history
+// saved to a file (and the ledger, if any) gives the same report and exit
+// status.
+func checkSaved(t *testing.T, h *History) *Report {
+	t.Helper()
+	rep := check(t, h)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "history.jsonl")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = h.WriteTo(f)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	args := []string{path, "--json"}
+	if h.Ledger != nil {
+		var ledger strings.Builder
+		for _, e := range h.Ledger {
+			fmt.Fprintf(&ledger, "{\"key\":%q,\"effect\":%q}\n", e.Key, e.Effect)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "ledger.jsonl"), []byte(ledger.String()), 0o600))
+		args = append(args, "--ledger", filepath.Join(dir, "ledger.jsonl"))
+	}
+	var stdout, stderr, want strings.Builder
+	code := CheckCommand(args, &stdout, &stderr)
+	require.NoError(t, rep.WriteJSON(&want))
+	require.Equal(t, rep.ExitCode(), code, stderr.String())
+	require.JSONEq(t, want.String(), stdout.String())
+	return rep
+}
+
 // requireDecided holds that only rule decided anything, and that the one
 // key it failed or left inconclusive names it, with reason.
 func requireDecided(t *testing.T, rep *Report, rule, verdict, reason string) {
@@ -103,7 +135,7 @@ func requireDecided(t *testing.T, rep *Report, rule, verdict, reason string) {
 }
 
 func TestRuleAtMostOnceFailsTwoExecutions(t *testing.T) {
-	rep := check(t, burst([]Attempt{
+	rep := checkSaved(t, burst([]Attempt{
 		att(ClassOriginal, 201, "a", 0, 10),
 		att(ClassOriginal, 201, "a", 5, 15).onCopy(1),
 		att(ClassReplay, 201, "a", 100, 101).probe(),
@@ -119,20 +151,20 @@ func TestRuleAtMostOnceUnprovenAfterALostAttempt(t *testing.T) {
 		att(ClassOriginal, 201, "a", 110, 120).number(2),
 		att(ClassReplay, 201, "a", 200, 201).probe(),
 	}
-	rep := check(t, burst(attempts))
+	rep := checkSaved(t, burst(attempts))
 	requireDecided(t, rep, RuleAtMostOnce, VerdictInconclusive,
 		"unproven: 1 execution, and 1 lost attempt (timeout sent at 0s) that may have run too")
 	require.Equal(t, 1, rep.KeysUnproven)
 	require.Contains(t, rep.countNote(), "1 keys unproven")
 
 	t.Run("a count that grew by one proves it ran once", func(t *testing.T) {
-		rep := check(t, withCount(burst(attempts), 1))
+		rep := checkSaved(t, withCount(burst(attempts), 1))
 		requireDecided(t, rep, RuleAtMostOnce, VerdictPass, "")
 		require.Equal(t, 1, rep.Rules[0].Passed)
 		require.Zero(t, rep.KeysUnproven)
 	})
 	t.Run("a count that grew by two fails it", func(t *testing.T) {
-		rep := check(t, withCount(burst(attempts), 2))
+		rep := checkSaved(t, withCount(burst(attempts), 2))
 		require.Equal(t, VerdictFail, rep.Verdict())
 		require.Equal(t, 1, rep.KeysUnproven, "a total cannot say which key ran twice")
 		require.Equal(t, []string{"charges grew by 2 for 1 operations, want 1"}, rep.failWhy())
@@ -140,21 +172,21 @@ func TestRuleAtMostOnceUnprovenAfterALostAttempt(t *testing.T) {
 	t.Run("a ledger with one execution proves it", func(t *testing.T) {
 		h := burst(attempts)
 		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "other", Effect: "charge"}}
-		rep := check(t, h)
+		rep := checkSaved(t, h)
 		requireDecided(t, rep, RuleAtMostOnce, VerdictPass, "")
 		require.Equal(t, &LedgerSummary{Effects: 2, Keys: 2, OtherKeys: 1}, rep.Ledger)
 	})
 	t.Run("a ledger with two executions fails it", func(t *testing.T) {
 		h := burst(attempts)
 		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "key-0", Effect: "charge"}}
-		requireDecided(t, check(t, h), RuleAtMostOnce, VerdictFail, "the ledger shows 2 executions")
+		requireDecided(t, checkSaved(t, h), RuleAtMostOnce, VerdictFail, "the ledger shows 2 executions")
 	})
 }
 
 func TestRuleAtMostOnceReplaysWithoutAnExecutionAreUnproven(t *testing.T) {
 	// The key is fresh: its execution must have been one of the storm's
 	// attempts, and none of them ran it or was lost.
-	rep := check(t, burst([]Attempt{
+	rep := checkSaved(t, burst([]Attempt{
 		att(ClassReplay, 201, "a", 0, 10),
 		att(ClassReplay, 201, "a", 20, 30).probe(),
 	}))
@@ -163,7 +195,7 @@ func TestRuleAtMostOnceReplaysWithoutAnExecutionAreUnproven(t *testing.T) {
 
 func TestRuleAtMostOnceOneLostAttemptBeforeReplaysIsTheExecution(t *testing.T) {
 	// The lost attempt is the only one that can have run it: once.
-	rep := check(t, burst([]Attempt{
+	rep := checkSaved(t, burst([]Attempt{
 		att(ClassTimeout, 0, "", 0, 100).retried(),
 		att(ClassInProgress, 409, "busy", 110, 111).number(2).retried(),
 		att(ClassReplay, 201, "a", 500, 510).number(3),
@@ -182,7 +214,7 @@ func TestRuleRetriesNotFinalSetsAsideA5xxStormRetried(t *testing.T) {
 		att(ClassOriginal, 201, "a", 100, 110).number(2),
 		att(ClassReplay, 201, "a", 200, 201).probe(),
 	})
-	rep := check(t, retried)
+	rep := checkSaved(t, retried)
 	requireDecided(t, rep, RuleRetriesNotFinal, VerdictPass, "")
 	require.Equal(t, RuleResult{Name: RuleRetriesNotFinal, Passed: 1, Keys: []string{"key-0"}}, rep.Rules[1])
 	require.Equal(t, 1, rep.RetriedServerErrors)
@@ -194,11 +226,11 @@ func TestRuleRetriesNotFinalSetsAsideA5xxStormRetried(t *testing.T) {
 		att(ClassOriginal, 201, "a", 5, 110).onCopy(1),
 		att(ClassReplay, 201, "a", 200, 201).probe(),
 	})
-	require.Equal(t, VerdictFail, check(t, ended).Verdict())
+	require.Equal(t, VerdictFail, checkSaved(t, ended).Verdict())
 }
 
 func TestRuleOneAnswerFailsDivergentFinalAnswers(t *testing.T) {
-	rep := check(t, burst([]Attempt{
+	rep := checkSaved(t, burst([]Attempt{
 		att(ClassOriginal, 201, "a", 0, 10),
 		att(ClassReplay, 201, "b", 20, 30).onCopy(1),
 		att(ClassReplay, 201, "a", 40, 41).probe(),
@@ -210,7 +242,7 @@ func TestRuleNoLostSuccess(t *testing.T) {
 	t.Run("the probe ran it again", func(t *testing.T) {
 		// The lost attempt ran it (the replay shows it stored); the probe
 		// ran it again: the success was lost.
-		rep := check(t, burst([]Attempt{
+		rep := checkSaved(t, burst([]Attempt{
 			att(ClassTimeout, 0, "", 0, 100).retried(),
 			att(ClassReplay, 201, "a", 150, 160).number(2),
 			att(ClassOriginal, 201, "a", 300, 310).probe(),
@@ -218,14 +250,14 @@ func TestRuleNoLostSuccess(t *testing.T) {
 		requireDecided(t, rep, RuleNoLostSuccess, VerdictFail, "late probe ran it again: 201 without Idempotent-Replayed: true")
 	})
 	t.Run("the probe got another answer", func(t *testing.T) {
-		rep := check(t, burst([]Attempt{
+		rep := checkSaved(t, burst([]Attempt{
 			att(ClassOriginal, 201, "a", 0, 10),
 			att(ClassReplay, 201, "b", 300, 310).probe(),
 		}))
 		requireDecided(t, rep, RuleNoLostSuccess, VerdictFail, `late probe: the replay differs from the final answer: 201 "b", want 201 "a"`)
 	})
 	t.Run("the probe got no final answer", func(t *testing.T) {
-		rep := check(t, burst([]Attempt{
+		rep := checkSaved(t, burst([]Attempt{
 			att(ClassOriginal, 201, "a", 0, 10),
 			att(ClassRetryLater, 503, "later", 300, 310).probe(),
 		}))
@@ -234,7 +266,7 @@ func TestRuleNoLostSuccess(t *testing.T) {
 }
 
 func TestRuleLivenessNamesTheAttemptsOfAKeyWithoutAFinalAnswer(t *testing.T) {
-	rep := check(t, burst([]Attempt{
+	rep := checkSaved(t, burst([]Attempt{
 		att(ClassTimeout, 0, "", 0, 100).retried(),
 		att(ClassInProgress, 409, "busy", 110, 111).number(2).retried(),
 		att(ClassTransportError, 0, "", 200, 201).number(3).retried(),
