@@ -24,23 +24,28 @@ const usageText = `Usage: idemkey storm --url URL [flags]
 Sends --dups identical requests for each of --keys fresh idempotency keys,
 concurrently, so that the duplicates of every key overlap in time. When every
 request has ended, it sends one more duplicate on a fresh connection for each
-key that passed so far: the late probe (--no-probe skips it). Then it
-classifies every key:
+key with a final answer: the late probe (--no-probe skips it). Every attempt
+is recorded (--history FILE writes them as JSON Lines, for 'idemkey check'),
+and the verdict is a check over that record, key by key, by named rules:
 
-  passed        at most one execution, every final answer identical (status
-                and body), and the probe got an identical replay
-  failed        more than one execution (a 5xx other than 503 counts as one),
-                final answers that differ, or a probe that is not an
-                identical replay
-  inconclusive  no final answer: only 409, 408, 425, 429, 503 or transport
-                errors, in the storm or in the probe; or replays and no
-                original, with no attempt lost on the way (the original must
-                be one of the storm's: the key is fresh)
+  at-most-once       two executions fail; an execution after an attempt whose
+                     answer was lost (a timeout, a transport error), which may
+                     have run too, is unproven: inconclusive, unless a count
+                     decides it
+  retries-not-final  a 5xx, 408, 425, 429 or 503 that storm retried is neither
+                     an execution nor a final answer
+  one-answer         every final answer has the same status and body
+  no-lost-success    the late probe gets an identical replay
+  liveness           a key without a final answer is inconclusive
 
-The verdict is pass when every key passed (and, with --count-url, the count
-grew by exactly the number of keys that passed), fail when a key failed or
-the count grew by another number (an inconclusive key may add one: its
-answer was lost, not necessarily its run), inconclusive otherwise.
+The verdict is fail when a key failed or a count grew by another number than
+the keys allow, inconclusive when a key is inconclusive (or the run was
+interrupted, or a count unreadable), pass otherwise.
+
+--count-url URL --count-field NAME[=N] (repeatable) reads side-effect counts
+before and after: each must grow by N (default 1) per key that ran, plus at
+most N per key without a final answer; exactly that proves the unproven keys
+ran once.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.
@@ -54,12 +59,14 @@ the same key and body, up to --retries times, as idemclient does (409, 429,
 backoff with full jitter between the two --backoff bounds), within --timeout
 for the whole operation. At most --max-in-flight attempts are in flight: an
 operation that has to wait for a slot is late, and every latency counts from
-the scheduled start. The report adds operations, attempts, amplification
-(attempts per operation), goodput (operations completed per second), latency
-percentiles and a per-second timeline; --report writes it as one HTML file.
---max-p99, --max-amplification and --min-goodput are thresholds: a broken one
-makes the exit status 1 whatever the verdict. --keys, --concurrency and
---retry are the burst mode's.
+the scheduled start (an operation that never started counts the whole
+--timeout). The report adds operations, attempts, amplification (attempts per
+operation, and its peak second), goodput (operations completed per second)
+and exactly-once goodput, latency percentiles and a per-second timeline;
+--report writes it as one HTML file. --max-p99, --max-amplification,
+--max-peak-amplification, --min-goodput and --min-exactly-once-goodput are
+thresholds: a broken one makes the exit status 1 whatever the verdict.
+--keys, --concurrency and --retry are the burst mode's.
 
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
 broken threshold, 2 usage error or not a single HTTP response.
@@ -93,7 +100,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		conc       = fs.Int("concurrency", defaultConcurrency, "concurrent workers")
 		timeout    = fs.Duration("timeout", defaultTimeout, "timeout of each request, its retries included")
 		noProbe    = fs.Bool("no-probe", false, "skip the late probe (one more duplicate per key after the storm, which must be an identical replay)")
-		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed (plus at most one per inconclusive key)")
+		countURL   = fs.String("count-url", "", "read side-effect counts (--count-field) from this JSON `URL` before and after the storm")
 		countField countFlag
 		history    = fs.String("history", "", "write every attempt to `file` as JSON Lines, streamed, for 'idemkey check'")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")

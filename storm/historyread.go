@@ -49,6 +49,11 @@ type lineJSON struct {
 
 	End    *endJSON             `json:"end"`
 	Counts map[string]countJSON `json:"counts"`
+
+	// What parseFlat points Op and Attempt to, and unescapes into, so that
+	// a line read costs no allocation of its own.
+	opVal, attemptVal int
+	scratch           []byte
 }
 
 type endJSON struct {
@@ -112,17 +117,27 @@ func ReadHistory(r io.Reader) (*History, error) {
 	h := &History{}
 	byOp := map[int]int{} // op -> index in h.Operations
 	seenHeader := false
+	var buf lineJSON
 	_, err := lines(r, func(n int, line []byte) error {
-		var l lineJSON
-		if err := json.Unmarshal(line, &l); err != nil {
-			return fmt.Errorf("%w: %v", ErrHistory, err)
+		l := &buf
+		scratch := l.scratch
+		*l = lineJSON{scratch: scratch}
+		if !seenHeader || !bytes.HasPrefix(line, []byte(`{"op":`)) || !parseFlat(line, l) {
+			*l = lineJSON{scratch: scratch}
+			if err := json.Unmarshal(line, l); err != nil {
+				return fmt.Errorf("%w: %v", ErrHistory, err)
+			}
 		}
 		if !seenHeader {
 			if l.History == nil || l.Config == nil {
 				return fmt.Errorf("%w: the first line is not a history header", ErrHistory)
 			}
 			seenHeader = true
-			return readHeader(h, &l)
+			if err := readHeader(h, l); err != nil {
+				return err
+			}
+			h.Operations = make([]Operation, 0, min(h.Header.Settings.Keys, 1<<20))
+			return nil
 		}
 		switch {
 		case l.History != nil:
@@ -143,7 +158,7 @@ func ReadHistory(r io.Reader) (*History, error) {
 				h.Counts[field] = cr
 			}
 		case l.Op != nil:
-			return readOpLine(h, byOp, &l)
+			return readOpLine(h, byOp, l)
 		default:
 			return fmt.Errorf("%w: neither an attempt, an operation, the end nor the counts", ErrHistory)
 		}

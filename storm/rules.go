@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +81,7 @@ type answer struct {
 
 // judgeKey applies the rules to one key's attempts, the probe's included.
 func judgeKey(op *Operation) keyVerdict {
-	kv := keyVerdict{failure: Failure{Key: op.Key, Statuses: map[int]int{}}}
+	kv := keyVerdict{failure: Failure{Key: op.Key}}
 	f := &kv.failure
 	var finals, execs, lost, stormAttempts []*Attempt
 	var probe *Attempt
@@ -94,9 +93,6 @@ func judgeKey(op *Operation) keyVerdict {
 			continue
 		}
 		stormAttempts = append(stormAttempts, a)
-		if a.Class.Answered() {
-			f.Statuses[a.Status]++
-		}
 		switch {
 		case a.Class.Lost():
 			f.TransportErrors++
@@ -129,10 +125,10 @@ func judgeKey(op *Operation) keyVerdict {
 	f.Originals = len(execs)
 	kv.sent, kv.final = len(stormAttempts) > 0, len(finals) > 0
 
-	identity, order, groups := groupAnswers(finals)
-	if probe != nil && len(order) > 0 {
+	identity, groups := groupAnswers(finals)
+	if probe != nil && len(groups) > 0 {
 		switch {
-		case probe.Class == ClassReplay && identity(probe) == order[0]:
+		case probe.Class == ClassReplay && identity(probe) == groups[0].id:
 			kv.probe = probeIdentical
 		case probe.Class == ClassReplay:
 			kv.probe = probeDivergent
@@ -167,22 +163,21 @@ func judgeKey(op *Operation) keyVerdict {
 		failed = append(failed, finding{RuleNoLostSuccess, fmt.Sprintf("late probe ran it again: %d without %s: true",
 			probe.Status, headerReplayed)})
 	}
-	if len(order) > 1 {
+	if len(groups) > 1 {
 		var parts []string
-		for i, id := range order {
+		for i, g := range groups {
 			if i == 3 {
-				parts = append(parts, fmt.Sprintf("and %d more", len(order)-3))
+				parts = append(parts, fmt.Sprintf("and %d more", len(groups)-3))
 				break
 			}
-			g := groups[id]
-			parts = append(parts, fmt.Sprintf("%d %s x%d", id.status, describeBody(g.a), g.count))
+			parts = append(parts, fmt.Sprintf("%d %s x%d", g.id.status, describeBody(g.a), g.count))
 		}
 		failed = append(failed, finding{RuleOneAnswer, fmt.Sprintf("divergent: %d distinct final responses: %s",
-			len(order), strings.Join(parts, ", "))})
+			len(groups), strings.Join(parts, ", "))})
 	}
 	if kv.probe == probeDivergent {
 		failed = append(failed, finding{RuleNoLostSuccess, fmt.Sprintf("late probe: the replay differs from the final answer: %d %s, want %d %s",
-			probe.Status, describeBody(probe), order[0].status, describeBody(groups[order[0]].a))})
+			probe.Status, describeBody(probe), groups[0].id.status, describeBody(groups[0].a))})
 	}
 
 	// At most once from answers alone: the executions, and the lost
@@ -229,6 +224,14 @@ func judgeKey(op *Operation) keyVerdict {
 		kv.class = classPassed
 	}
 	f.Rule = kv.rule
+	f.Statuses = map[int]int{}
+	if kv.class != classPassed { // a passed key's are not listed: spare the map
+		for _, a := range stormAttempts {
+			if a.Class.Answered() {
+				f.Statuses[a.Status]++
+			}
+		}
+	}
 	return kv
 }
 
@@ -245,6 +248,7 @@ func (kv *keyVerdict) resolve() {
 }
 
 type answerGroup struct {
+	id    answer
 	a     *Attempt
 	count int
 }
@@ -252,33 +256,34 @@ type answerGroup struct {
 // groupAnswers groups the final answers by identity (status and body; an
 // oversize replay stands for the original of its status) and returns the
 // identity function and the groups, most frequent first, then first seen:
-// order[0] is the key's final answer.
-func groupAnswers(finals []*Attempt) (func(*Attempt) answer, []answer, map[answer]*answerGroup) {
-	plain := map[int]answer{}
+// the first is the key's final answer. A key has few final answers: the
+// groups are a slice, searched.
+func groupAnswers(finals []*Attempt) (func(*Attempt) answer, []answerGroup) {
+	var plain []answer // the first non-oversize answer of each status
 	for _, a := range finals {
-		if _, ok := plain[a.Status]; !ok && !a.Oversize {
-			plain[a.Status] = answer{a.Status, a.BodySHA256}
+		if !a.Oversize && !slices.ContainsFunc(plain, func(p answer) bool { return p.status == a.Status }) {
+			plain = append(plain, answer{a.Status, a.BodySHA256})
 		}
 	}
 	identity := func(a *Attempt) answer {
-		if p, ok := plain[a.Status]; ok && a.Oversize {
-			return p
+		if a.Oversize {
+			if i := slices.IndexFunc(plain, func(p answer) bool { return p.status == a.Status }); i >= 0 {
+				return plain[i]
+			}
 		}
 		return answer{a.Status, a.BodySHA256}
 	}
-	groups := map[answer]*answerGroup{}
-	var order []answer
+	var groups []answerGroup
 	for _, a := range finals {
 		id := identity(a)
-		if g, ok := groups[id]; ok {
-			g.count++
+		if i := slices.IndexFunc(groups, func(g answerGroup) bool { return g.id == id }); i >= 0 {
+			groups[i].count++
 			continue
 		}
-		groups[id] = &answerGroup{a: a, count: 1}
-		order = append(order, id)
+		groups = append(groups, answerGroup{id: id, a: a, count: 1})
 	}
-	sort.SliceStable(order, func(i, j int) bool { return groups[order[i]].count > groups[order[j]].count })
-	return identity, order, groups
+	slices.SortStableFunc(groups, func(x, y answerGroup) int { return y.count - x.count })
+	return identity, groups
 }
 
 func plural(n int, what string) string {
