@@ -227,7 +227,7 @@ func ledgerExecutions(effects []Effect) map[string]int {
 // those that ran exactly once (passed, or with a final answer and only
 // the probe in doubt), unproven ones (once at least; more would show in
 // the count), and those sent without a final answer (at most once).
-type keyTally struct{ once, unproven, maybe int }
+type keyTally struct{ once, unproven, maybe, failed int }
 
 func (c *checker) keyTally() keyTally {
 	var t keyTally
@@ -235,6 +235,7 @@ func (c *checker) keyTally() keyTally {
 		kv := &c.verdicts[i]
 		switch {
 		case kv.class == classFailed:
+			t.failed++
 		case kv.unproven:
 			t.unproven++
 		case kv.class == classPassed || kv.final:
@@ -267,7 +268,7 @@ func (c *checker) judgeCounts() {
 				cnt.Error = "the history has no reading after the storm"
 			}
 		}
-		cnt.ran, cnt.maybe = t.once+t.unproven, t.maybe
+		cnt.ran, cnt.maybe, cnt.failed = t.once+t.unproven, t.maybe, t.failed
 		cnt.Min = int64(f.Want) * int64(t.once+t.unproven)
 		cnt.Max = cnt.Min + int64(f.Want)*int64(t.maybe)
 		if f.Want > 0 {

@@ -198,7 +198,7 @@ type Count struct {
 	// each key sent without a final answer (it may have run, once).
 	Min, Max int64
 
-	ran, maybe int // the keys that ran, and those that may have
+	ran, maybe, failed int // the keys that ran, those that may have, and the failed ones (not counted)
 }
 
 // Delta returns After minus Before.

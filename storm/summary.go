@@ -69,6 +69,9 @@ func (c *Count) String() string {
 	if c.maybe > 0 {
 		s += fmt.Sprintf(" and %d that may have", c.maybe)
 	}
+	if c.failed > 0 {
+		s += fmt.Sprintf(", the %d failed ones aside", c.failed)
+	}
 	return s + fmt.Sprintf("; %s before, %s after", commas(c.Before), commas(c.After))
 }
 

@@ -82,6 +82,9 @@ type figures struct {
 	// the peak RSS, steadier than it.
 	PeakHeap  uint64 `json:"peak_heap"`
 	Allocated uint64 `json:"allocated"`
+	// Live is the heap after the run and a collection, the report still
+	// held: what the storm keeps.
+	Live uint64 `json:"live"`
 }
 
 func runChild(url string, rate float64, ops, dups int, history string) error {
@@ -123,8 +126,13 @@ func runChild(url string, rate float64, ops, dups int, history string) error {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return json.NewEncoder(os.Stdout).Encode(figures{Verdict: rep.Verdict(), Attempts: rep.Requests, Elapsed: rep.Elapsed,
-		PeakHeap: max(peak.Load(), ms.HeapInuse), Allocated: ms.TotalAlloc})
+	fig := figures{Verdict: rep.Verdict(), Attempts: rep.Requests, Elapsed: rep.Elapsed,
+		PeakHeap: max(peak.Load(), ms.HeapInuse), Allocated: ms.TotalAlloc}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	fig.Live = ms.HeapAlloc
+	runtime.KeepAlive(rep)
+	return json.NewEncoder(os.Stdout).Encode(fig)
 }
 
 // idempotent is an in-memory idempotent handler: the first request of a
@@ -226,8 +234,8 @@ func parent(ops int, rate float64, rounds, checkN int, skipMem bool) error {
 				} else {
 					without = append(without, r)
 				}
-				fmt.Printf("  round %d %-7s --history: peak RSS %6.1f MiB, peak heap %5.1f MiB, allocated %6.1f MiB, %d attempts, storm %s, verdict %s, history %.1f MiB\n",
-					i+1, label, float64(r.rss)/1024, float64(r.PeakHeap)/(1<<20), float64(r.Allocated)/(1<<20), r.Attempts,
+				fmt.Printf("  round %d %-7s --history: peak RSS %5.1f MiB, peak heap %5.1f MiB, live heap after %5.1f MiB, allocated %6.1f MiB, %d attempts, storm %s, verdict %s, history %.1f MiB\n",
+					i+1, label, float64(r.rss)/1024, float64(r.PeakHeap)/(1<<20), float64(r.Live)/(1<<20), float64(r.Allocated)/(1<<20), r.Attempts,
 					r.Elapsed.Round(time.Millisecond), r.Verdict, float64(r.histLen)/(1<<20))
 			}
 		}
@@ -235,6 +243,8 @@ func parent(ops int, rate float64, rounds, checkN int, skipMem bool) error {
 		fmt.Printf("  median peak RSS: %.1f MiB with --history, %.1f MiB without: %+.1f MiB (%.3fx)\n", mw/1024, mo/1024, (mw-mo)/1024, mw/mo)
 		hw, ho := median(with, func(r run) float64 { return float64(r.PeakHeap) }), median(without, func(r run) float64 { return float64(r.PeakHeap) })
 		fmt.Printf("  median peak heap: %.1f MiB with --history, %.1f MiB without: %+.1f MiB (%.3fx)\n", hw/(1<<20), ho/(1<<20), (hw-ho)/(1<<20), hw/ho)
+		lw, lo := median(with, func(r run) float64 { return float64(r.Live) }), median(without, func(r run) float64 { return float64(r.Live) })
+		fmt.Printf("  median live heap after the run: %.2f MiB with --history, %.2f MiB without: %+.2f MiB\n", lw/(1<<20), lo/(1<<20), (lw-lo)/(1<<20))
 		aw, ao := median(with, func(r run) float64 { return float64(r.Allocated) }), median(without, func(r run) float64 { return float64(r.Allocated) })
 		fmt.Printf("  median allocated: %.1f MiB with --history, %.1f MiB without: %+.1f MiB\n", aw/(1<<20), ao/(1<<20), (aw-ao)/(1<<20))
 	}
