@@ -271,6 +271,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cerr := historyFile.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("%w: %v", ErrHistory, cerr)
 		}
+		if rep == nil {
+			_ = os.Remove(*history) // nothing was sent: no history
+		}
 	}
 	if rep == nil {
 		if errors.Is(err, ErrCount) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,11 +261,14 @@ func TestCountCheck(t *testing.T) {
 	t.Run("unreadable before", func(t *testing.T) {
 		srv, cs := newCountServer(t, false)
 		cs.statsDown.Store(true)
-		code, stdout, stderr := runCommand(t, "--url", srv.URL+"/pay", "--count-url", srv.URL+"/stats", "--count-field", "stats.charges")
+		history := filepath.Join(t.TempDir(), "h.jsonl")
+		code, stdout, stderr := runCommand(t, "--url", srv.URL+"/pay", "--count-url", srv.URL+"/stats", "--count-field", "stats.charges",
+			"--history", history)
 		require.Equal(t, 2, code)
 		require.Empty(t, stdout)
 		require.Contains(t, stderr, "status 503")
 		require.Equal(t, int64(1000), cs.charges.Load(), "nothing was sent")
+		require.NoFileExists(t, history, "no storm, no history")
 	})
 	t.Run("no such field", func(t *testing.T) {
 		srv, cs := newCountServer(t, false)

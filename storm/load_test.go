@@ -341,6 +341,9 @@ func TestLoadUsageErrors(t *testing.T) {
 		"report in burst mode":  {"--url", u, "--report", "x.html"},
 		"retries in burst mode": {"--url", u, "--retries", "2"},
 		"too many operations":   {"--url", u, "--rate", "100000", "--duration", "1h"},
+		"negative peak":         {"--url", u, "--rate", "10", "--max-peak-amplification", "-1"},
+		"exactly once in burst": {"--url", u, "--min-exactly-once-goodput", "5"},
+		"peak in burst":         {"--url", u, "--max-peak-amplification", "2"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCommand(t, args...)
@@ -352,7 +355,8 @@ func TestLoadUsageErrors(t *testing.T) {
 	code, _, stderr := runCommand(t, "-h")
 	require.Equal(t, 0, code)
 	for _, name := range []string{"-rate", "-duration", "-max-in-flight", "-dups", "-attempt-timeout", "-retries",
-		"-backoff", "-report", "-max-p99", "-max-amplification", "-min-goodput"} {
+		"-backoff", "-report", "-max-p99", "-max-amplification", "-min-goodput", "-min-exactly-once-goodput",
+		"-max-peak-amplification", "-history", "-count-field"} {
 		require.Regexp(t, `(?m)^  `+name+`( |$)`, stderr)
 	}
 }

@@ -224,8 +224,8 @@ func judgeKey(op *Operation) keyVerdict {
 		kv.class = classPassed
 	}
 	f.Rule = kv.rule
-	f.Statuses = map[int]int{}
 	if kv.class != classPassed { // a passed key's are not listed: spare the map
+		f.Statuses = map[int]int{}
 		for _, a := range stormAttempts {
 			if a.Class.Answered() {
 				f.Statuses[a.Status]++
