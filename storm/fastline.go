@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"encoding/hex"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -148,26 +149,40 @@ func (p *flatParser) member(name []byte, l *lineJSON) bool {
 		default:
 			l.Late = v
 		}
-	case "key", "class", "body_sha256", "snippet", "error":
-		s, ok := p.str()
+	case "key", "class", "body_sha256":
+		// Kept as the line's bytes when they have no escape: the key
+		// repeats on every attempt of its operation, the class is one of
+		// a few constants and the digest goes into an array, so that
+		// none of them costs a string per line.
+		b, ok := p.raw()
 		if !ok {
 			return false
 		}
 		switch key {
 		case "key":
-			l.Key = s
+			l.Key, l.keyRaw = "", b
 		case "class":
-			l.Class = Class(s)
-			for _, c := range classes { // the constant, not a copy per line
-				if c == l.Class {
-					l.Class = c
+			l.Class = Class(b)
+			for _, c := range classes {
+				if string(b) == string(c) {
+					l.Class = c // the constant, not a copy per line
 				}
 			}
-		case "body_sha256":
-			l.BodySHA256 = s
-		case "snippet":
-			l.Snippet = s
 		default:
+			if n, err := hex.Decode(l.sum[:], b); err == nil && n == len(l.sum) && len(b) == 2*n {
+				l.BodySHA256, l.hasSum = "", true
+			} else {
+				l.BodySHA256, l.hasSum = string(b), false
+			}
+		}
+	case "snippet", "error":
+		s, ok := p.str()
+		if !ok {
+			return false
+		}
+		if key == "snippet" {
+			l.Snippet = s
+		} else {
 			l.Error = s
 		}
 	default:
@@ -203,6 +218,18 @@ func (p *flatParser) bool() (bool, bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// raw parses a JSON string without escapes and returns its bytes, the
+// line's; a string with escapes is left to str.
+func (p *flatParser) raw() ([]byte, bool) {
+	start := p.i
+	b, ok := p.name()
+	if !ok || !utf8.Valid(b) {
+		p.i = start
+		return nil, false
+	}
+	return b, true
 }
 
 // str parses a JSON string, unescaping it; it refuses control characters

@@ -3,6 +3,7 @@ package storm
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,9 @@ type lineJSON struct {
 	// a line read costs no allocation of its own.
 	opVal, attemptVal int
 	scratch           []byte
+	keyRaw            []byte            // the key, as the line's bytes, when Key is not set
+	sum               [sha256.Size]byte // the body's digest, when hasSum
+	hasSum            bool
 }
 
 type endJSON struct {
@@ -210,6 +214,13 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 		return fmt.Errorf("%w: op %d outside 0 to %d", ErrHistory, op, s.Keys-1)
 	}
 	i, ok := byOp[op]
+	if l.keyRaw != nil {
+		if ok && string(l.keyRaw) == h.Operations[i].Key {
+			l.Key = h.Operations[i].Key // one string for every attempt of the operation
+		} else {
+			l.Key = string(l.keyRaw)
+		}
+	}
 	if !ok {
 		i = len(h.Operations)
 		byOp[op] = i
@@ -238,7 +249,9 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 	case a.Status < 0 || a.Status > 999:
 		return fmt.Errorf("%w: status %d", ErrHistory, a.Status)
 	}
-	if l.BodySHA256 != "" {
+	if l.hasSum {
+		a.BodySHA256 = l.sum
+	} else if l.BodySHA256 != "" {
 		if n, err := hex.Decode(a.BodySHA256[:], []byte(l.BodySHA256)); err != nil || n != len(a.BodySHA256) || len(l.BodySHA256) != 2*n {
 			return fmt.Errorf("%w: body_sha256 %q: want 64 hex digits", ErrHistory, l.BodySHA256)
 		}
