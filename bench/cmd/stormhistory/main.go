@@ -159,6 +159,7 @@ func idempotent() http.Handler {
 type run struct {
 	figures
 	rss     int64 // KiB
+	cpu     time.Duration
 	wall    time.Duration
 	histLen int64
 }
@@ -196,6 +197,7 @@ func parent(ops int, rate float64, rounds, checkN int, skipMem bool) error {
 		if cmd.ProcessState != nil {
 			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 				r.rss = ru.Maxrss
+				r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 			}
 		}
 		if err != nil {
@@ -272,9 +274,11 @@ func parent(ops int, rate float64, rounds, checkN int, skipMem bool) error {
 			return err
 		}
 		checks = append(checks, c)
-		fmt.Printf("  round %d: %s wall, peak RSS %.1f MiB\n", i+1, c.wall.Round(time.Millisecond), float64(c.rss)/1024)
+		fmt.Printf("  round %d: %s wall, %s CPU, peak RSS %.1f MiB\n", i+1, c.wall.Round(time.Millisecond), c.cpu.Round(time.Millisecond),
+			float64(c.rss)/1024)
 	}
-	fmt.Printf("  median: %s\n", time.Duration(median(checks, func(r run) float64 { return float64(r.wall) })).Round(time.Millisecond))
+	fmt.Printf("  median: %s wall, %s CPU\n", time.Duration(median(checks, func(r run) float64 { return float64(r.wall) })).Round(time.Millisecond),
+		time.Duration(median(checks, func(r run) float64 { return float64(r.cpu) })).Round(time.Millisecond))
 	return nil
 }
 
