@@ -100,6 +100,9 @@ func (r *Report) failWhy() []string {
 			if c.Min != c.Max {
 				want += " to " + commas(c.Max)
 			}
+			if c.failed > 0 {
+				want += fmt.Sprintf(" (the %d failed keys aside)", c.failed)
+			}
 			why = append(why, fmt.Sprintf("%s grew by %s for %s operations, want %s", c.Field, commas(c.Delta()), commas(int64(c.Operations)), want))
 		}
 	}
