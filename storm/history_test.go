@@ -2,6 +2,7 @@ package storm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -279,13 +280,14 @@ func TestThresholdsPrintDurationsAsLatenciesAre(t *testing.T) {
 }
 
 // flakyServer is a correct idempotent endpoint whose first attempt of
-// every third key answers 500 (and releases the key), whose first attempt
-// of every fifth key outlives the client's attempt timeout, and that
-// counts its charges.
+// every third key answers 500 (and releases the key), and whose first
+// attempt of every fifth key is held until the key's retry has arrived (the
+// client gave up on it first: a timeout whatever the machine's speed).
 type flakyServer struct {
 	*idempotentServer
-	mu   sync.Mutex
-	seen map[string]int
+	mu      sync.Mutex
+	seen    map[string]int
+	retried map[string]chan struct{}
 }
 
 func (s *flakyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -294,6 +296,13 @@ func (s *flakyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.seen[key]++
 	first := s.seen[key] == 1
+	ch, ok := s.retried[key]
+	if !ok {
+		ch = make(chan struct{})
+		s.retried[key] = ch
+	} else if !first && s.seen[key] == 2 {
+		close(ch)
+	}
 	s.mu.Unlock()
 	var n int
 	_, _ = fmt.Sscanf(string(body), `{"n":%d}`, &n)
@@ -302,8 +311,12 @@ func (s *flakyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "transient", http.StatusInternalServerError)
 		return
 	case first && n%5 == 1:
-		time.Sleep(300 * time.Millisecond)
+		select { // bounded, so that a broken storm cannot hang the server
+		case <-ch:
+		case <-time.After(10 * time.Second):
+		}
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.idempotentServer.ServeHTTP(w, r)
 }
 
@@ -312,7 +325,8 @@ func (s *flakyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestRunHistoryIsJudgedTheSame(t *testing.T) {
 	for _, mode := range []string{"burst", "load"} {
 		t.Run(mode, func(t *testing.T) {
-			fake := &flakyServer{idempotentServer: &idempotentServer{entries: map[string]*entry{}}, seen: map[string]int{}}
+			fake := &flakyServer{idempotentServer: &idempotentServer{entries: map[string]*entry{}}, seen: map[string]int{},
+				retried: map[string]chan struct{}{}}
 			srv := httptest.NewServer(fake)
 			t.Cleanup(srv.Close)
 			var history bytes.Buffer
@@ -371,4 +385,46 @@ func TestRunReportsAHistoryItCouldNotWrite(t *testing.T) {
 	require.ErrorContains(t, err, "disk full")
 	require.NotNil(t, rep, "the storm still ran")
 	require.Equal(t, VerdictPass, rep.Verdict())
+}
+
+// An interrupted storm's history ends with an end line that says so, and
+// no counts: re-checked, it is the storm's interrupted report.
+func TestInterruptedStormsHistoryIsJudgedTheSame(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stats" {
+			_, _ = io.WriteString(w, `{"charges": 7}`)
+			return
+		}
+		once.Do(func() { close(started) })
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-started
+		cancel()
+	}()
+	var history bytes.Buffer
+	rep, err := Run(ctx, Config{URL: srv.URL + "/pay", Rate: 50, Duration: time.Minute, History: &history,
+		CountURL: srv.URL + "/stats", CountField: "charges"})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, rep.Interrupted)
+	require.Contains(t, history.String(), `"interrupted":true`)
+	require.NotContains(t, history.String(), `{"counts":`)
+
+	got, err := ReadHistory(&history)
+	require.NoError(t, err)
+	again := check(t, got)
+	require.Equal(t, int64(7), again.Count.Before, "the count before, from the header")
+	var a, b bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&a))
+	require.NoError(t, again.WriteJSON(&b))
+	require.JSONEq(t, a.String(), b.String())
 }
