@@ -22,6 +22,10 @@ func Check(h *History) (*Report, error) {
 	if s.Mode != modeBurst && s.Mode != modeLoad {
 		return nil, fmt.Errorf("%w: mode %q", ErrHistory, s.Mode)
 	}
+	// A history built by hand may leave the counts of keys and copies to
+	// its operations.
+	s.Keys = max(s.Keys, len(h.Operations))
+	s.Dups = max(s.Dups, 1)
 	c := &checker{h: h, s: s, maxList: s.MaxFailures}
 	if c.maxList == 0 {
 		c.maxList = defaultMaxFailures

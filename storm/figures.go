@@ -26,7 +26,7 @@ func (c *checker) load() *Load {
 		}
 		return &seconds[i]
 	}
-	lastOf := make([]*Attempt, s.Dups) // each copy's last attempt
+	var lastOf []*Attempt // each copy's last attempt, by copy
 	var lastStart time.Duration
 	exactlyOnce := 0
 	for i := range c.h.Operations {
@@ -37,7 +37,7 @@ func (c *checker) load() *Load {
 			sec.Late++
 			ld.Operations.Late++
 		}
-		clear(lastOf)
+		lastOf = lastOf[:0]
 		first := time.Duration(-1)
 		for j := range op.Attempts {
 			a := &op.Attempts[j]
@@ -50,7 +50,10 @@ func (c *checker) load() *Load {
 			if a.Attempt == 1 && (first < 0 || a.Sent < first) {
 				first = a.Sent
 			}
-			if a.Copy < len(lastOf) && (lastOf[a.Copy] == nil || a.Attempt > lastOf[a.Copy].Attempt) {
+			for len(lastOf) <= a.Copy {
+				lastOf = append(lastOf, nil)
+			}
+			if lastOf[a.Copy] == nil || a.Attempt > lastOf[a.Copy].Attempt {
 				lastOf[a.Copy] = a
 			}
 		}
@@ -62,7 +65,7 @@ func (c *checker) load() *Load {
 			continue
 		}
 		ld.Operations.Started++
-		completed := true
+		completed := len(lastOf) >= s.Dups // a copy that sent nothing did not complete
 		for _, a := range lastOf {
 			completed = completed && a != nil && a.final() && a.Class != ClassServerError
 		}

@@ -116,6 +116,7 @@ func TestReadHistoryRejects(t *testing.T) {
 		"two headers":        attempt(header[:len(header)-1]),
 		"two ends":           attempt(`{"end":{}}` + "\n" + `{"end":{}}`),
 		"a huge line":        attempt(`{"op":0,"key":"` + strings.Repeat("k", maxHistoryLine) + `"}`),
+		"keys x dups huge":   strings.Replace(header, `"dups":1`, `"dups":100000000`, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ReadHistory(strings.NewReader(in))
@@ -427,4 +428,15 @@ func TestInterruptedStormsHistoryIsJudgedTheSame(t *testing.T) {
 	require.NoError(t, rep.WriteJSON(&a))
 	require.NoError(t, again.WriteJSON(&b))
 	require.JSONEq(t, a.String(), b.String())
+}
+
+// A history written by hand may leave the numbers of keys and copies to
+// its operations.
+func TestCheckTakesAHistoryWithoutCounts(t *testing.T) {
+	h := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)}, []Attempt{att(ClassOriginal, 201, "b", 0, 10)})
+	h.Header.Settings.Keys, h.Header.Settings.Dups = 0, 0
+	rep := check(t, h)
+	require.Equal(t, 2, rep.Keys)
+	require.Equal(t, 2, rep.Load.Operations.Completed)
+	require.Equal(t, VerdictPass, rep.Verdict())
 }

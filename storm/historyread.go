@@ -195,6 +195,8 @@ func readHeader(h *History, l *lineJSON) error {
 		return fmt.Errorf("%w: mode %q", ErrHistory, s.Mode)
 	case s.Keys < 1 || s.Dups < 1:
 		return fmt.Errorf("%w: keys and dups must be at least 1", ErrHistory)
+	case int64(s.Keys)*int64(s.Dups) > maxRequests:
+		return fmt.Errorf("%w: keys x dups over %d", ErrHistory, maxRequests)
 	case s.Timeout < 0:
 		return fmt.Errorf("%w: negative timeout", ErrHistory)
 	}
