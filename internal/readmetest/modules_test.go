@@ -19,8 +19,9 @@ import (
 // version. (bench/ is not one: it is never published.) Those marked true
 // import only stdlib-only packages of the core, so that no internal package
 // of the core is even among their dependencies: the evidence issue 29 asks
-// for. grpcmw builds on redisstore, whose internal packages are its own.
-var libraryModules = map[string]bool{"prometheus": true, "otel": true, "grpcmw": false}
+// for. grpcmw and mcpmw build on redisstore, whose internal packages are
+// its own (and mcpmw on jsoncanon, the public face of internal/canon).
+var libraryModules = map[string]bool{"prometheus": true, "otel": true, "grpcmw": false, "mcpmw": false}
 
 // internalOf reports whether pkg is an internal package of the module mod.
 func internalOf(mod, pkg string) bool {
