@@ -20,7 +20,8 @@ import (
 
 // send sends one HTTP request for k, bounded by rctx. ok is false when ctx
 // (the storm's) was cancelled, in which case the attempt is not recorded.
-func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attempt, ok bool) {
+// The caller numbers the attempt and records it.
+func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a result, ok bool) {
 	h := r.header(k)
 	req := r.newRequest(rctx, k, h)
 	client, rt := r.client, r.transport
@@ -31,7 +32,7 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attem
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	start := time.Now()
-	a.start = start.Sub(r.start)
+	a.Op, a.Key, a.Probe, a.Sent = k.op.Op, k.key, probe, start.Sub(r.start)
 	var resp *http.Response
 	var err error
 	if rt != nil {
@@ -43,33 +44,44 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a attem
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return attempt{}, false
+			return result{}, false
 		}
-		a.err, a.latency, a.timeout = err, time.Since(start), rctx.Err() != nil
+		a.failed(err, a.Sent+time.Since(start), rctx.Err() != nil)
 		return a, true
 	}
-	a.status = resp.StatusCode
-	a.replay = strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true")
+	a.Status = resp.StatusCode
+	a.Replayed = strings.EqualFold(strings.TrimSpace(resp.Header.Get(headerReplayed)), "true")
 	a.retryAfter = resp.Header.Get("Retry-After")
 	s := sinks.Get().(*sink)
-	s.reset(a.replay && isProblem(resp.Header.Get("Content-Type")))
-	a.size, err = io.CopyBuffer(s, resp.Body, s.buf)
+	s.reset(a.Replayed && isProblem(resp.Header.Get("Content-Type")))
+	a.Size, err = io.CopyBuffer(s, resp.Body, s.buf)
 	_ = resp.Body.Close()
-	a.latency = time.Since(start)
+	a.Done = a.Sent + time.Since(start)
 	if err != nil {
 		sinks.Put(s)
 		if ctx.Err() != nil {
-			return attempt{}, false
+			return result{}, false
 		}
-		a.err, a.timeout = fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), rctx.Err() != nil
+		a.failed(fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), a.Done, rctx.Err() != nil)
 		return a, true
 	}
 	putHeader(h) // the body is closed: net/http is done with the request
-	s.h.Sum(a.sum[:0])
-	a.snipLen = uint8(copy(a.snippet[:], s.snip))
-	a.oversize = s.problem != nil && isTooLarge(s.problem, a.status)
+	s.h.Sum(a.BodySHA256[:0])
+	if len(s.snip) > 0 {
+		a.Snippet = string(s.snip)
+	}
+	a.Oversize = s.problem != nil && isTooLarge(s.problem, a.Status)
+	a.Class = classOf(a.Status, a.Replayed, false, false)
 	sinks.Put(s)
 	return a, true
+}
+
+// failed makes a the attempt that err ended at done, cut by the client's
+// own timeout if timeout.
+func (a *result) failed(err error, done time.Duration, timeout bool) {
+	a.err, a.Error, a.Done = err, err.Error(), done
+	a.Class = classOf(a.Status, false, true, timeout)
+	a.Replayed, a.Size, a.BodySHA256 = false, 0, [32]byte{}
 }
 
 // headers holds request header maps for reuse: one is built for every

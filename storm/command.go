@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,23 +24,28 @@ const usageText = `Usage: idemkey storm --url URL [flags]
 Sends --dups identical requests for each of --keys fresh idempotency keys,
 concurrently, so that the duplicates of every key overlap in time. When every
 request has ended, it sends one more duplicate on a fresh connection for each
-key that passed so far: the late probe (--no-probe skips it). Then it
-classifies every key:
+key with a final answer: the late probe (--no-probe skips it). Every attempt
+is recorded (--history FILE writes them as JSON Lines, for 'idemkey check'),
+and the verdict is a check over that record, key by key, by named rules:
 
-  passed        at most one execution, every final answer identical (status
-                and body), and the probe got an identical replay
-  failed        more than one execution (a 5xx other than 503 counts as one),
-                final answers that differ, or a probe that is not an
-                identical replay
-  inconclusive  no final answer: only 409, 408, 425, 429, 503 or transport
-                errors, in the storm or in the probe; or replays and no
-                original, with no attempt lost on the way (the original must
-                be one of the storm's: the key is fresh)
+  at-most-once       two executions fail; an execution after an attempt whose
+                     answer was lost (a timeout, a transport error), which may
+                     have run too, is unproven: inconclusive, unless a count
+                     decides it
+  retries-not-final  a 5xx, 408, 425, 429 or 503 that storm retried is neither
+                     an execution nor a final answer
+  one-answer         every final answer has the same status and body
+  no-lost-success    the late probe gets an identical replay
+  liveness           a key without a final answer is inconclusive
 
-The verdict is pass when every key passed (and, with --count-url, the count
-grew by exactly the number of keys that passed), fail when a key failed or
-the count grew by another number (an inconclusive key may add one: its
-answer was lost, not necessarily its run), inconclusive otherwise.
+The verdict is fail when a key failed or a count grew by another number than
+the keys allow, inconclusive when a key is inconclusive (or the run was
+interrupted, or a count unreadable), pass otherwise.
+
+--count-url URL --count-field NAME[=N] (repeatable) reads side-effect counts
+before and after: each must grow by N (default 1) per key that ran, plus at
+most N per key without a final answer; exactly that proves the unproven keys
+ran once.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.
@@ -53,12 +59,14 @@ the same key and body, up to --retries times, as idemclient does (409, 429,
 backoff with full jitter between the two --backoff bounds), within --timeout
 for the whole operation. At most --max-in-flight attempts are in flight: an
 operation that has to wait for a slot is late, and every latency counts from
-the scheduled start. The report adds operations, attempts, amplification
-(attempts per operation), goodput (operations completed per second), latency
-percentiles and a per-second timeline; --report writes it as one HTML file.
---max-p99, --max-amplification and --min-goodput are thresholds: a broken one
-makes the exit status 1 whatever the verdict. --keys, --concurrency and
---retry are the burst mode's.
+the scheduled start (an operation that never started counts the whole
+--timeout). The report adds operations, attempts, amplification (attempts per
+operation, and its peak second), goodput (operations completed per second)
+and exactly-once goodput, latency percentiles and a per-second timeline;
+--report writes it as one HTML file. --max-p99, --max-amplification,
+--max-peak-amplification, --min-goodput and --min-exactly-once-goodput are
+thresholds: a broken one makes the exit status 1 whatever the verdict.
+--keys, --concurrency and --retry are the burst mode's.
 
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
 broken threshold, 2 usage error or not a single HTTP response.
@@ -92,8 +100,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		conc       = fs.Int("concurrency", defaultConcurrency, "concurrent workers")
 		timeout    = fs.Duration("timeout", defaultTimeout, "timeout of each request, its retries included")
 		noProbe    = fs.Bool("no-probe", false, "skip the late probe (one more duplicate per key after the storm, which must be an identical replay)")
-		countURL   = fs.String("count-url", "", "read a side-effect count from this JSON `URL` before and after the storm; it must grow by the number of keys that passed (plus at most one per inconclusive key)")
-		countField = fs.String("count-field", "", "the count's member `name` in the --count-url JSON object (dots reach into nested objects)")
+		countURL   = fs.String("count-url", "", "read side-effect counts (--count-field) from this JSON `URL` before and after the storm")
+		countField countFlag
+		history    = fs.String("history", "", "write every attempt to `file` as JSON Lines, streamed, for 'idemkey check'")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
@@ -107,7 +116,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		maxP99      = fs.Duration("max-p99", 0, "load mode threshold: the operations' p99 latency at most this")
 		maxAmp      = fs.Float64("max-amplification", 0, "load mode threshold: attempts per operation at most this")
 		minGoodput  = fs.Float64("min-goodput", 0, "load mode threshold: operations completed per second at least this")
+		minEOGood   = fs.Float64("min-exactly-once-goodput", 0, "load mode threshold: operations completed per second whose key passed, at least this")
+		maxPeakAmp  = fs.Float64("max-peak-amplification", 0, "load mode threshold: the highest amplification of one second at most this")
 	)
+	fs.Var(&countField, "count-field", "a count's member `NAME[=N]` in the --count-url JSON object (dots reach into nested objects), N the side effects each operation makes on it (default 1; 0 for none); repeatable")
 	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
 	fs.BoolVar(&retry, "retry", false, retryUsage)
 	fs.BoolVar(&retry, "retry-409", false, "the same as --retry")
@@ -157,7 +169,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	} else {
-		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification", "min-goodput"} {
+		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification",
+			"min-goodput", "min-exactly-once-goodput", "max-peak-amplification"} {
 			if set[name] {
 				return usageErr("--%s needs load mode: give --rate or --duration", name)
 			}
@@ -172,7 +185,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if set["body"] && set["body-file"] {
 		return usageErr("--body and --body-file are mutually exclusive")
 	}
-	if (*countURL == "") != (*countField == "") {
+	if (*countURL == "") != (len(countField) == 0) {
 		return usageErr("--count-url and --count-field go together")
 	}
 	if *countURL != "" {
@@ -200,7 +213,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Retry:       retry,
 		NoProbe:     *noProbe,
 		CountURL:    *countURL,
-		CountField:  *countField,
+		Counts:      countField,
 	}
 	if loadMode {
 		switch {
@@ -214,8 +227,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErr("--attempt-timeout must not be negative, got %s", *attemptTO)
 		case *retries < 0:
 			return usageErr("--retries must not be negative, got %d", *retries)
-		case *maxP99 < 0 || *maxAmp < 0 || *minGoodput < 0 || math.IsNaN(*maxAmp) || math.IsNaN(*minGoodput):
-			return usageErr("--max-p99, --max-amplification and --min-goodput must not be negative")
+		case *maxP99 < 0 || *maxAmp < 0 || *minGoodput < 0 || *minEOGood < 0 || *maxPeakAmp < 0 || math.IsNaN(*maxAmp) ||
+			math.IsNaN(*minGoodput) || math.IsNaN(*minEOGood) || math.IsNaN(*maxPeakAmp):
+			return usageErr("the thresholds (--max-p99, --max-amplification, --min-goodput, --min-exactly-once-goodput, --max-peak-amplification) must not be negative")
 		}
 		lo, hi, err := parseBackoff(*backoff)
 		if err != nil {
@@ -228,6 +242,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Policy = idemclient.Policy{BaseDelay: lo, MaxDelay: hi}
 		cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput = *maxP99, *maxAmp, *minGoodput
+		cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification = *minEOGood, *maxPeakAmp
 		if !set["dups"] {
 			cfg.Dups = 1
 		}
@@ -240,7 +255,26 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if isTerminal(stderr) {
 		cfg.Progress = stderr
 	}
+	if _, _, err := normalize(cfg); err != nil {
+		return usageErr("%v", err)
+	}
+	var historyFile *os.File
+	if *history != "" {
+		f, err := os.Create(*history)
+		if err != nil {
+			return usageErr("--history: %v", err)
+		}
+		historyFile, cfg.History = f, f
+	}
 	rep, err := Run(ctx, cfg)
+	if historyFile != nil {
+		if cerr := historyFile.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("%w: %v", ErrHistory, cerr)
+		}
+		if rep == nil {
+			_ = os.Remove(*history) // nothing was sent: no history
+		}
+	}
 	if rep == nil {
 		if errors.Is(err, ErrCount) {
 			fmt.Fprintf(stderr, "idemkey storm: --count-url: %v\n", err)
@@ -248,7 +282,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return usageErr("%v", err)
 	}
-	if err != nil {
+	historyErr := errors.Is(err, ErrHistory)
+	switch {
+	case historyErr:
+		fmt.Fprintf(stderr, "idemkey storm: --history: %v\n", err)
+	case err != nil:
 		fmt.Fprintf(stderr, "idemkey storm: interrupted after %s: %v\n", rep.Elapsed.Round(time.Millisecond), err)
 	}
 	if rep.Error != "" {
@@ -269,7 +307,43 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if historyErr {
+		return 2
+	}
 	return rep.ExitCode()
+}
+
+// countFlag is --count-field: NAME[=N], repeatable.
+type countFlag []CountSpec
+
+func (f *countFlag) String() string {
+	var parts []string
+	for _, c := range *f {
+		parts = append(parts, fmt.Sprintf("%s=%d", c.Field, c.Want))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *countFlag) Set(s string) error {
+	name, n, hasN := strings.Cut(s, "=")
+	c := CountSpec{Field: strings.TrimSpace(name), Want: 1}
+	if c.Field == "" {
+		return errors.New("want NAME or NAME=N")
+	}
+	if hasN {
+		want, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil || want < 0 {
+			return fmt.Errorf("%q: want N, a whole number of side effects per operation, 0 or more", n)
+		}
+		c.Want = want
+	}
+	for _, prev := range *f {
+		if prev.Field == c.Field {
+			return fmt.Errorf("%s given twice", c.Field)
+		}
+	}
+	*f = append(*f, c)
+	return nil
 }
 
 // parseBackoff parses --backoff's "MIN,MAX".

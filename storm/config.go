@@ -98,15 +98,21 @@ type Config struct {
 	// NoProbe skips the late probe (see the package documentation).
 	NoProbe bool
 	// CountURL, when set, is read with GET before and after the storm; the
-	// JSON number at CountField in its answer counts the side effects the
-	// server made. The storm fails unless it grew by the number of keys
-	// that passed, plus at most one per inconclusive key (whose answers
-	// were lost, not necessarily its run). The request carries no storm
-	// headers.
+	// JSON numbers at CountField and Counts in its answer count the side
+	// effects the server made. The storm fails unless each grew by its
+	// Want times the keys that ran, plus at most Want per key sent without
+	// a final answer (whose answers were lost, not necessarily its run);
+	// a count that grew by exactly the least proves that the unproven keys
+	// ran once. The request carries no storm headers.
 	CountURL string
 	// CountField names the number in CountURL's JSON object; dots reach
-	// into nested objects ("stats.charges"). Required with CountURL.
+	// into nested objects ("stats.charges"). Each operation must make one
+	// side effect on it. With CountURL, CountField or Counts is required.
 	CountField string
+	// Counts are more numbers read from CountURL, after CountField (if
+	// set), each with the side effects one operation makes on it (Want: 0
+	// for an operation that must make none). Their names must differ.
+	Counts []CountSpec
 	// MaxFailures bounds how many keys Report.Failures and
 	// Report.Inconclusive list each; 0 means 10, a negative value lists
 	// all of them.
@@ -172,6 +178,49 @@ type Config struct {
 	// MinGoodput is a threshold of load mode: operations completed with a
 	// final answer per second of the schedule. 0: no threshold.
 	MinGoodput float64
+	// MinExactlyOnceGoodput is a threshold of load mode: operations
+	// completed per second whose key passed. 0: no threshold.
+	MinExactlyOnceGoodput float64
+	// MaxPeakAmplification is a threshold of load mode: the highest
+	// amplification of one second of the timeline. 0: no threshold.
+	MaxPeakAmplification float64
+
+	// History, when non-nil, receives the storm's history as JSON Lines
+	// (see History and storm/README.md), streamed as the storm goes
+	// through a buffer of fixed size. Run writes to it from several
+	// goroutines, one write at a time, and does not close it.
+	History io.Writer
+}
+
+// The modes, as Settings.Mode and the JSON report's "mode" name them.
+const (
+	modeBurst = "burst"
+	modeLoad  = "load"
+)
+
+// counts returns the side-effect counts to read: CountField, then Counts.
+func (cfg Config) counts() []CountSpec {
+	var out []CountSpec
+	if cfg.CountField != "" {
+		out = append(out, CountSpec{Field: cfg.CountField, Want: 1})
+	}
+	return append(out, cfg.Counts...)
+}
+
+// settings returns what a history keeps of cfg, which is normalized.
+func (cfg Config) settings() Settings {
+	s := Settings{
+		Mode: modeBurst, KeyHeader: cfg.KeyHeader, Keys: cfg.Keys, Dups: cfg.Dups, Concurrency: cfg.Concurrency,
+		Timeout: cfg.Timeout, Retry: cfg.Retry, MaxRetries: cfg.MaxRetries, Probe: !cfg.NoProbe,
+		CountURL: redactURL(cfg.CountURL), Counts: cfg.counts(), MaxFailures: cfg.MaxFailures,
+	}
+	if cfg.loadMode() {
+		s.Mode, s.Rate, s.Duration, s.MaxInFlight, s.AttemptTimeout = modeLoad, cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout
+		s.Retries, s.BaseDelay, s.MaxDelay = cfg.Retries, cfg.Policy.BaseDelay, cfg.Policy.MaxDelay
+		s.MaxP99, s.MaxAmplification, s.MinGoodput = cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput
+		s.MinExactlyOnceGoodput, s.MaxPeakAmplification = cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification
+	}
+	return s
 }
 
 // loadMode reports whether cfg selects load mode.
@@ -261,12 +310,24 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 			return bad("key prefix %q: want visible ASCII without quotes, backslashes or commas (the key is sent as a bare token)", cfg.KeyPrefix)
 		}
 	}
-	if cfg.CountURL != "" || cfg.CountField != "" {
+	if cfg.CountURL != "" || len(cfg.counts()) > 0 {
 		if _, err := httpflag.ParseURL(cfg.CountURL); err != nil {
 			return bad("count URL: %v", err)
 		}
-		if cfg.CountField == "" {
+		if len(cfg.counts()) == 0 {
 			return bad("count field is required with a count URL")
+		}
+		seen := map[string]bool{}
+		for _, c := range cfg.counts() {
+			switch {
+			case c.Field == "":
+				return bad("a count without a field name")
+			case c.Want < 0:
+				return bad("count %s: want must not be negative", c.Field)
+			case seen[c.Field]:
+				return bad("count %s given twice", c.Field)
+			}
+			seen[c.Field] = true
 		}
 	}
 	return cfg, target, nil
@@ -300,8 +361,9 @@ func normalizeLoad(cfg *Config) error {
 		return fmt.Errorf("attempt timeout must not be negative")
 	case cfg.Policy.BaseDelay < 0 || cfg.Policy.MaxDelay < 0 || cfg.Policy.MaxRetryAfter < 0:
 		return fmt.Errorf("backoff delays must not be negative")
-	case cfg.MaxP99 < 0 || cfg.MaxAmplification < 0 || cfg.MinGoodput < 0 ||
-		math.IsNaN(cfg.MaxAmplification) || math.IsNaN(cfg.MinGoodput):
+	case cfg.MaxP99 < 0 || cfg.MaxAmplification < 0 || cfg.MinGoodput < 0 || cfg.MinExactlyOnceGoodput < 0 ||
+		cfg.MaxPeakAmplification < 0 || math.IsNaN(cfg.MaxAmplification) || math.IsNaN(cfg.MinGoodput) ||
+		math.IsNaN(cfg.MinExactlyOnceGoodput) || math.IsNaN(cfg.MaxPeakAmplification):
 		return fmt.Errorf("thresholds must not be negative")
 	}
 	if cfg.Rate == 0 {

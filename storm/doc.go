@@ -1,5 +1,11 @@
-// Package storm implements "idemkey storm", a retry-storm load tester for
-// HTTP APIs that claim to honour idempotency keys.
+// Package storm is a retry-storm load tester for HTTP APIs that claim to
+// honour idempotency keys, and the checker of its verdict: the library
+// behind "idemkey storm" and "idemkey check". Run sends the storm and
+// records every attempt (a History); Check judges a history by named
+// rules; Run's report is Check's over the history it recorded, so a
+// history saved with Config.History and judged later (ReadHistory, Check,
+// or "idemkey check") gives the same verdict and report. storm/README.md
+// documents the history format field by field.
 //
 // # What a storm does
 //
@@ -43,43 +49,54 @@
 // whose first attempt has to wait for a slot is late, and every operation's
 // latency counts from its scheduled start, the wait included, so that a
 // stalled server cannot hide behind a stalled generator (no coordinated
-// omission).
+// omission); an operation that never started counts as having taken the
+// whole Timeout.
 //
 // An operation is completed when every copy got a final answer (an
 // original below 500 or a replay), failed when a copy gave up without one.
 // The report adds (Report.Load): operations scheduled, started, completed,
 // failed, late and not started; attempts; amplification (attempts per
-// operation started); goodput (operations completed per second of the
-// schedule); the achieved rate and start lag of the schedule; operation
-// latency (p50, p90, p99, max, from the scheduled start), attempt latency;
-// and a timeline: per second of the run, the operations scheduled in it
-// (with their latency percentiles, and how many were late) and the attempts
-// sent in it by answer class (original, replay, in progress, retry later,
-// 5xx, timeout, transport error: there the classes partition the attempts,
-// originals without the 5xx and transport errors without the timeouts).
-// The keys are classified, probed and counted as in the burst mode. A key
-// whose first answer was lost to the client's own timeout and whose final
-// answer is a replay passes: it ran once as far as its answers show;
-// --count-url is what proves it, and the report says so when it was not
-// given.
+// operation started) and its peak (the highest of one second, with the
+// second); goodput (operations completed per second of the schedule) and
+// exactly-once goodput (those whose key passed); the achieved rate and
+// start lag of the schedule; operation latency (p50, p90, p99, max, from
+// the scheduled start), attempt latency; and a timeline: per second of the
+// run, the operations scheduled in it (with their latency percentiles, and
+// how many were late) and the attempts sent in it by answer class
+// (original, replay, in progress, retry later, 5xx, timeout, transport
+// error: there the classes partition the attempts, originals without the
+// 5xx and transport errors without the timeouts).
 //
-// Config.MaxP99, MaxAmplification and MinGoodput are thresholds, as k6 has
-// them: the verdict is computed as ever, and a broken threshold is listed
-// in the report (Report.Thresholds) and makes Report.ExitCode 1.
-// Report.WriteHTML writes the report as one self-contained HTML page
-// (--report FILE): the verdict and summary, then charts over time drawn as
-// inline SVG from the run's numbers (attempts per second stacked by answer
-// class, operation latency p50 and p99, amplification). With a terminal as
-// stderr, the command rewrites a progress line once a second: elapsed,
-// operations, attempts, amplification, the p99 of the last second, 409s
-// and errors.
+// Config.MaxP99, MaxAmplification, MinGoodput, MinExactlyOnceGoodput and
+// MaxPeakAmplification are thresholds, as k6 has them: the verdict is
+// computed as ever, and a broken threshold is listed in the report
+// (Report.Thresholds) and makes Report.ExitCode 1. Report.WriteHTML
+// writes the report as one self-contained HTML page (--report FILE): the
+// verdict and summary, then charts over time drawn as inline SVG from the
+// run's numbers (attempts per second stacked by answer class, operation
+// latency p50 and p99, amplification). With a terminal as stderr, the
+// command rewrites a progress line once a second.
+//
+// # The history
+//
+// Every attempt is recorded (Attempt): its operation and key, its copy and
+// number, when it was sent and when its answer was complete (monotonic, from
+// the storm's start), its class, status, replay header and body digest,
+// whether storm sent another attempt of the same copy after it (Retried),
+// and whether it was the late probe's. An attempt is recorded once that is
+// known, so an operation's attempts are in that order. With
+// Config.History the history is also written as JSON Lines as the storm
+// goes, through a buffer of fixed size: a header, the attempts, one line
+// per operation when it ends, an end line and the counts.
 //
 // # Classifying answers
 //
-// Every attempt falls into exactly one class, checked in this order:
+// Every attempt falls into exactly one class (Class), checked in this
+// order:
 //
-//   - transport error: no complete HTTP response (connection refused,
-//     timeout, reset, truncated body).
+//   - timeout or transport error: no complete HTTP response (connection
+//     refused, reset, truncated body); a timeout when the client's own
+//     timeout cut it.
 //   - replay: a response carrying "Idempotent-Replayed: true"
 //     (case-insensitive value), whatever its status.
 //   - in progress: 409 without the replay header; the first request for
@@ -87,13 +104,13 @@
 //   - retry later: 408, 425, 429 or 503 without the replay header; the
 //     server did not run the request, or ran it and released the key
 //     (idemkey's middleware stores none of these statuses).
-//   - original: any other response without the replay header, 5xx
-//     included. It is an execution: the server ran the request. A correct
-//     server answers a 5xx only when its handler failed, and then releases
-//     the key, so a key with a 201 and a 500 has run twice.
+//   - mismatch (422), server error (other 5xx), client error (other 4xx)
+//     and original (anything else): the server ran the request.
 //
-// Transport errors, in-progress and retry-later answers are not final;
-// originals and replays are the final answers.
+// A final answer is a replay or an answer of the four last classes that
+// ended its copy: an answer that storm retried is not final, and a 5xx
+// that storm retried is not an execution either. The others are never
+// final.
 //
 // A replay whose body is an application/problem+json document whose "type"
 // ends in "response-too-large" and whose "status" is the response's status
@@ -104,103 +121,80 @@
 // # The late probe
 //
 // When every request of the storm has ended, one more duplicate is sent for
-// every key that has passed so far (see below), from a client that opens a
-// fresh connection for each request (when Config.Client is nil; a given
-// Client serves the probe as it is). It must be a replay identical in
+// every key that has a final answer and has not failed, from a client that
+// opens a fresh connection for each request (when Config.Client is nil; a
+// given Client serves the probe as it is). It must be a replay identical in
 // status and body to the key's final answer. A server that holds a lock
 // while the first request runs and stores nothing passes the storm itself,
 // its duplicates all getting 409, and fails here, because the probe runs
-// again. Keys that already failed or got no final answer are not probed:
-// the probe could not change their class. Config.NoProbe (--no-probe)
-// skips it.
+// again. Config.NoProbe (--no-probe) skips it.
 //
-// # Classifying keys
+// # The rules
 //
-// A key FAILS when any of these holds:
+// Check decides every key by these rules, and names the one that decided
+// a key that did not pass (Failure.Rule; Report.Rules counts them):
 //
-//  1. it was executed more than once: more than one original, the probe's
-//     included ("executed N times (...)");
-//  2. its final answers in the storm are not all identical: same status
-//     and byte-equal body, compared through SHA-256 ("divergent: ...");
-//  3. the late probe was answered without the replay header ("late probe
-//     ran it again") or replayed another status or body than the key's
-//     final answer (its most frequent one).
+//   - at-most-once (RuleAtMostOnce): a key with two executions, the
+//     probe's included, fails. An attempt whose answer was lost (a timeout
+//     or a transport error), sent before any answer showed the key's
+//     outcome stored, may have run too, and may still be running: a key
+//     whose executions and such lost attempts number two or more is
+//     unproven from the answers alone, and so is a key replayed without an
+//     execution or a lost attempt to explain it. An unproven key is
+//     inconclusive unless a count or a ledger decides it (below).
+//   - retries-not-final (RuleRetriesNotFinal): a 5xx, 408, 425, 429 or 503
+//     that storm retried is neither an execution nor a final answer; only
+//     the answer that ended a copy is. It decides every key that had a 5xx
+//     storm retried: counted, those would have been executions.
+//   - one-answer (RuleOneAnswer): every final answer of a key has the same
+//     status and body (compared through SHA-256).
+//   - no-lost-success (RuleNoLostSuccess): a key with a final answer is
+//     replayed identically to the late probe; a probe that ran it again or
+//     replayed another answer fails it, one without a final answer leaves
+//     it inconclusive.
+//   - liveness (RuleLiveness): a key with no final answer is inconclusive,
+//     and the report lists the attempts it got.
 //
-// Otherwise a key is INCONCLUSIVE when it got no final answer at all (only
-// 409, 408, 425, 429, 503 or transport errors, or it was never sent because
-// the storm was interrupted); when its final answers are all replays and
-// none of its attempts was lost (a timeout or another transport error), for
-// the key is fresh and its original can only have been one of the storm's
-// attempts ("replayed, never executed"); or when the late probe got no
-// final answer. Otherwise it PASSED. A key that passed on replays alone,
-// its original's answer lost to a timeout, ran once as far as its answers
-// show: Report.ReplayOnly counts them, and only the side-effect count
-// (below) proves it. Headers other than Idempotent-Replayed are not
-// compared. A server that answers a first execution with a 4xx it does not
-// store fails rule 1, because every duplicate then executes again; the
-// statuses listed with the key make that visible.
+// # Side-effect counts and ledgers
 //
-// # Retries
-//
-// With Config.Retry (--retry, or its old name --retry-409) an answer that is
-// not final is asked again with the same key: 408, 409, 425, 429 and 503
-// without the replay header, and transport errors. The wait is the answer's
-// Retry-After (delta seconds, fractions such as "0.25" allowed, or an HTTP
-// date), at most 30s; without a usable one it is a random wait below 100ms,
-// doubling with every retry, at most 2s (idemclient.Policy: the client
-// transport's waiting, one implementation for both). A request stops at its first final answer, when its
-// Config.Timeout would run out before the next attempt, or after
-// Config.MaxRetries retries (100 by default, so a server answering
-// "Retry-After: 0" cannot spin a worker). The probe retries the same way.
-// The policy is retryable and retryDelay in retry.go, which waits as
-// idemclient.Policy does: one implementation for storm and the client.
-//
-// # Side-effect count
-//
-// With Config.CountURL and Config.CountField (--count-url, --count-field),
-// the storm reads a number from a JSON endpoint with GET before the storm
-// and after the probe: the member CountField (dots reach into nested
-// objects) of the object served, which must be an integer, e.g. the
+// With Config.CountURL and Config.CountField or Config.Counts (--count-url,
+// --count-field NAME[=N], repeatable), the storm reads numbers from a JSON
+// endpoint with GET before the storm and after the probe: the members
+// named (dots reach into nested objects), which must be integers, e.g. the
 // "provider_charges" of the /v1/stats of "idemkey serve". Those requests
-// carry none of the storm's headers. The count must grow by the number of
-// keys that passed, plus at most one for each inconclusive key: a key
-// whose answers were all lost may still have run, once (with no
-// inconclusive key, exactly the keys that passed). This catches a server that runs every
-// duplicate and still replays perfectly. A count that cannot be read
-// before the storm stops it before anything is sent (Run returns an error
-// wrapping ErrCount).
+// carry none of the storm's headers. Each count must grow by its Want
+// (side effects per operation, 1 by default, 0 for none) times the keys
+// that ran (passed, or unproven: once at least), plus at most Want for each
+// key sent without a final answer (which may have run, once). A count
+// outside that fails the storm; a count that grew by exactly the least
+// proves every unproven key ran once, and they pass. A count that cannot
+// be read before the storm stops it before anything is sent (Run returns
+// an error wrapping ErrCount).
+//
+// With a ledger (History.Ledger, "idemkey check --ledger"), the side
+// effects the service recorded, at most once is decided key by key
+// instead: a key with two executions in the ledger fails, an unproven key
+// with at most one passes.
 //
 // # Verdict and exit codes
 //
 // The verdict (Report.Verdict) is
 //
-//   - "fail" when a key failed, or the count was read after the storm and
-//     grew by fewer than the keys that passed or by more than those and
-//     the inconclusive ones;
-//   - otherwise "inconclusive" when a key is inconclusive, the storm was
-//     interrupted, not a single HTTP response arrived, or the count could
-//     not be read after the storm;
+//   - "fail" when a key failed, or a count was read and grew by another
+//     number than the keys allow (Count.OK);
+//   - otherwise "inconclusive" when a key is inconclusive (unproven
+//     included), the storm was interrupted, not a single HTTP response
+//     arrived, or a count could not be read after the storm;
 //   - otherwise "pass": every key passed.
 //
 // Command, the CLI entry point, returns 0 for pass; 1 for fail or
 // inconclusive; 2 for usage errors (bad flags, an invalid URL, both --body
-// and --body-file, a --count-url that cannot be read before the storm) and
-// when not a single HTTP response was received (every request refused, for
-// example).
+// and --body-file, a --count-url that cannot be read before the storm, a
+// --history that cannot be written) and when not a single HTTP response
+// was received (every request refused, for example). A broken threshold
+// makes it 1 whatever the verdict. CheckCommand ("idemkey check") returns
+// the same for the histories it judges.
 //
-// --json prints the report as one JSON object: "verdict" is "pass", "fail"
-// or "inconclusive"; "keys_passed", "keys_failed" and "keys_inconclusive"
-// count the classes; "failures" and "inconclusive" list up to ten keys of
-// each class with the statuses each got; "probe" and "count" hold the
-// probe's and the count check's figures; "mode" is "burst" or "load". In
-// load mode it adds "operations" (scheduled, started, completed, failed,
-// late, not_started), "attempts", "amplification", "goodput",
-// "achieved_rate", "latency_ms" (then the operations' latency),
-// "attempt_latency_ms", "start_lag_ms", "thresholds" (name, limit, value,
-// ok) and "timeline": [{"t", "operations", "late", "attempts",
-// "amplification", "originals", "replays", "in_progress", "retry_later",
-// "server_errors", "timeouts", "transport_errors", "p50_ms", "p99_ms"}].
-//
-// Exit codes: 0 for pass with no threshold broken; 1 for fail,
-// inconclusive or a broken threshold; 2 as above.
+// --json prints the report as one JSON object; storm/README.md lists its
+// members.
 package storm

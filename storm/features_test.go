@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,13 +159,20 @@ func TestRetryAfterTransportError(t *testing.T) {
 	require.Equal(t, "inconclusive", j.Verdict)
 	require.Equal(t, 3, j.TransportErrors)
 
+	// The retry gets the original: but the lost attempt may have run as
+	// well, for all the answers can tell, so at most once is unproven.
 	code, j, stderr = runJSON(t, "--url", srv.URL, "--keys", "3", "--dups", "1", "--retry")
-	require.Equal(t, 0, code, stderr)
-	require.Equal(t, "pass", j.Verdict)
+	require.Equal(t, 1, code, stderr)
+	require.Equal(t, "inconclusive", j.Verdict)
+	require.Equal(t, 3, j.KeysUnproven)
 	require.Equal(t, 3, j.TransportErrors)
 	require.Equal(t, 3, j.Retries)
 	require.Equal(t, 3, j.Originals)
-	require.Equal(t, 3, j.Probe.Identical)
+	require.Equal(t, 3, j.Probe.Identical, "unproven keys are probed")
+	for _, f := range j.Inconclusive {
+		require.Equal(t, RuleAtMostOnce, f.Rule)
+		require.Contains(t, f.Reason, "unproven: 1 execution, and 1 lost attempt (transport error sent at")
+	}
 }
 
 // countServer serves a correct or a double-executing payments endpoint and
@@ -249,17 +257,20 @@ func TestCountCheck(t *testing.T) {
 		code, stdout, _ := runCommand(t, "--url", srv.URL+"/pay", "--keys", "2", "--dups", "2",
 			"--count-url", srv.URL+"/stats", "--count-field", "stats.charges")
 		require.Equal(t, 1, code)
-		require.Regexp(t, `count +stats\.charges: \d+ before, \d+ after: delta 6 != 2 keys passed`, stdout)
-		require.Contains(t, stdout, "verdict: FAIL (stats.charges grew by 6 for 2 keys passed)")
+		require.Regexp(t, `count +stats\.charges: 2 operations, 6 stats\.charges \(3\.00 each; want 1\) != 2 for 2 keys that ran; [\d,]+ before, [\d,]+ after\n`, stdout)
+		require.Contains(t, stdout, "verdict: FAIL (stats.charges grew by 6 for 2 operations, want 2)")
 	})
 	t.Run("unreadable before", func(t *testing.T) {
 		srv, cs := newCountServer(t, false)
 		cs.statsDown.Store(true)
-		code, stdout, stderr := runCommand(t, "--url", srv.URL+"/pay", "--count-url", srv.URL+"/stats", "--count-field", "stats.charges")
+		history := filepath.Join(t.TempDir(), "h.jsonl")
+		code, stdout, stderr := runCommand(t, "--url", srv.URL+"/pay", "--count-url", srv.URL+"/stats", "--count-field", "stats.charges",
+			"--history", history)
 		require.Equal(t, 2, code)
 		require.Empty(t, stdout)
 		require.Contains(t, stderr, "status 503")
 		require.Equal(t, int64(1000), cs.charges.Load(), "nothing was sent")
+		require.NoFileExists(t, history, "no storm, no history")
 	})
 	t.Run("no such field", func(t *testing.T) {
 		srv, cs := newCountServer(t, false)
@@ -491,7 +502,11 @@ func TestCountWithInconclusiveKeys(t *testing.T) {
 			charges.Add(1)
 		}
 		if n == 1 && lost.Add(1) <= 2 {
-			// The first two keys run, and their answer is lost.
+			// The first two keys run, and their answer is lost half-way,
+			// so that the client's transport cannot send it again.
+			w.Header().Set("Content-Length", "100")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"ok"`)
 			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 				_ = conn.Close()
 			}

@@ -104,7 +104,7 @@ type htmlView struct {
 	Note       string
 	Charts     []chart
 	Legend     []legendItem
-	Generated  string
+	Started    string
 	Failures   []Failure
 }
 
@@ -116,7 +116,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	if r.Load == nil {
 		return errors.New("an HTML report needs load mode's figures (--rate or --duration)")
 	}
-	return reportTemplate.Execute(w, r.htmlView(time.Now()))
+	return reportTemplate.Execute(w, r.htmlView())
 }
 
 // WriteHTMLFile writes WriteHTML's page to the file at path, replacing it.
@@ -142,12 +142,12 @@ func (r *Report) WriteHTMLFile(path string) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func (r *Report) htmlView(now time.Time) htmlView {
+func (r *Report) htmlView() htmlView {
 	ld := r.Load
 	v := htmlView{
-		Title:     "idemkey storm: " + r.Method + " " + r.URL,
-		Target:    r.Method + " " + r.URL,
-		Generated: now.UTC().Format(time.RFC3339),
+		Title:   "idemkey storm: " + r.Method + " " + r.URL,
+		Target:  r.Method + " " + r.URL,
+		Started: r.Started.UTC().Format(time.RFC3339),
 	}
 	switch r.Verdict() {
 	case VerdictPass:
@@ -155,16 +155,10 @@ func (r *Report) htmlView(now time.Time) htmlView {
 		v.Why = fmt.Sprintf("every one of %d keys ran at most once, and every final answer was identical", r.Keys)
 	case VerdictFail:
 		v.Verdict, v.VerdictCSS = "FAIL", "fail"
-		v.Why = fmt.Sprintf("%d of %d keys failed", r.KeysFailed, r.Keys)
-		if r.countMismatch() {
-			v.Why += fmt.Sprintf("; %s grew by %d for %s", r.Count.Field, r.Count.Delta(), r.countWant())
-		}
+		v.Why = strings.Join(r.failWhy(), "; ")
 	default:
 		v.Verdict, v.VerdictCSS = "INCONCLUSIVE", "inconclusive"
-		v.Why = fmt.Sprintf("%d of %d keys inconclusive", r.KeysInconclusive, r.Keys)
-		if r.Interrupted {
-			v.Why = "interrupted; " + v.Why
-		}
+		v.Why = strings.Join(r.inconclusiveWhy(), "; ")
 	}
 	if len(r.BrokenThresholds()) > 0 {
 		v.Why += "; thresholds broken"
@@ -175,28 +169,32 @@ func (r *Report) htmlView(now time.Time) htmlView {
 	lat := func(l Latency) string {
 		return fmt.Sprintf("p50 %s · p90 %s · p99 %s · max %s", fmtDuration(l.P50), fmtDuration(l.P90), fmtDuration(l.P99), fmtDuration(l.Max))
 	}
+	keys := fmt.Sprintf("%d passed, %d failed, %d inconclusive", r.KeysPassed, r.KeysFailed, r.KeysInconclusive)
+	if r.KeysUnproven > 0 {
+		keys += fmt.Sprintf(" (%d unproven)", r.KeysUnproven)
+	}
 	v.Rows = []htmlRow{
 		{"operations", fmt.Sprintf("%d started (%d late), %d completed, %d failed, %d not started", o.Started, o.Late, o.Completed, o.Failed, o.NotStarted)},
 		{"attempts", fmt.Sprintf("%d (%d retries)", ld.Attempts, r.Retries)},
-		{"amplification", fmt.Sprintf("%.2f attempts per operation", ld.Amplification)},
-		{"goodput", fmt.Sprintf("%.1f operations/s (achieved rate %.1f/s, start lag p99 %s)", ld.Goodput, ld.AchievedRate, fmtDuration(ld.StartLag.P99))},
+		{"amplification", fmt.Sprintf("%.2f attempts per operation, peak %.2f in second %d", ld.Amplification, ld.PeakAmplification, ld.PeakSecond)},
+		{"goodput", fmt.Sprintf("%.1f operations/s, exactly once %.1f/s (achieved rate %.1f/s, start lag p99 %s)", ld.Goodput,
+			ld.ExactlyOnceGoodput, ld.AchievedRate, fmtDuration(ld.StartLag.P99))},
 		{"latency", lat(ld.Latency) + " (from the scheduled start)"},
 		{"attempt latency", lat(ld.AttemptLatency)},
-		{"answers", fmt.Sprintf("%d originals, %d replays, %d in progress, %d retry later, %d 5xx, %d timeouts, %d transport errors",
-			r.Originals-r.ServerErrors, r.Replays, r.InProgress, r.RetryLater, r.ServerErrors, r.Timeouts, r.TransportErrors-r.Timeouts)},
-		{"keys", fmt.Sprintf("%d passed, %d failed, %d inconclusive", r.KeysPassed, r.KeysFailed, r.KeysInconclusive)},
+		{"answers", r.answers()},
+		{"keys", keys},
+	}
+	if s := r.rules(); s != "" {
+		v.Rows = append(v.Rows, htmlRow{"rules", s})
 	}
 	if r.Probe.Enabled {
 		v.Rows = append(v.Rows, htmlRow{"late probe", fmt.Sprintf("%d keys probed: %d identical replays, %d ran again, %d replayed differently, %d without a final answer",
 			r.Probe.Sent, r.Probe.Identical, r.Probe.Executed, r.Probe.Divergent, r.Probe.NotFinal)})
 	}
-	if c := r.Count; c != nil {
-		s := fmt.Sprintf("%s: %d before, not read after", c.Field, c.Before)
-		if c.Read {
-			s = fmt.Sprintf("%s: %d before, %d after: delta %d for %s", c.Field, c.Before, c.After, c.Delta(), r.countWant())
-		}
-		v.Rows = append(v.Rows, htmlRow{"side effects", s})
-	} else {
+	for i := range r.Counts {
+		v.Rows = append(v.Rows, htmlRow{"side effects", r.Counts[i].String()})
+	}
+	if len(r.Counts) == 0 {
 		v.Note = r.countNote()
 	}
 	v.Thresholds = r.Thresholds

@@ -17,21 +17,18 @@ import (
 // AttemptTimeout and the whole operation by Timeout. See the package
 // documentation.
 
-// loadOp is what load mode keeps per operation, beside its keyRun.
+// loadOp is what load mode keeps per operation beside its record in the
+// history (Operation: its schedule, end and lateness).
 type loadOp struct {
-	due     time.Duration // scheduled start, from the run's start
-	lag     time.Duration // from due to its first attempt's send
-	end     time.Duration // when its last copy ended, from the run's start
-	late    bool          // waited for a --max-in-flight slot before its first attempt
-	started bool          // sent at least one attempt
-	failed  bool          // a copy ended without a final answer
+	started bool // sent at least one attempt
+	failed  bool // a copy ended without a final answer
 }
 
 // loadKey is a key of load mode with its operation's figures, in one
 // allocation: a load run keeps every key until its report.
 type loadKey struct {
 	keyRun
-	op loadOp
+	run loadOp
 }
 
 // loader is the state of one load-mode run.
@@ -75,13 +72,14 @@ func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun
 		// The operation is made before its time comes, so that its
 		// start waits for nothing but a worker.
 		due := time.Duration(float64(i) * every)
-		lk := &loadKey{op: loadOp{due: due}}
+		lk := &loadKey{}
 		k := &lk.keyRun
-		k.op = &lk.op
+		k.run = &lk.run
 		if err := r.initKeyRun(k, i); err != nil {
 			l.err = err
 			break
 		}
+		k.op.Scheduled = due
 		if wait := time.Until(start.Add(due)); wait > 50*time.Microsecond {
 			timer.Reset(wait)
 			select {
@@ -104,40 +102,48 @@ func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun
 	return l.ops
 }
 
-// operation sends the copies of one operation and waits for them.
+// operation sends the copies of one operation and waits for them, then
+// records its end.
 func (l *loader) operation(ctx context.Context, k *keyRun) {
-	due := l.start.Add(k.op.due)
+	due := l.start.Add(k.op.Scheduled)
 	octx, cancel := context.WithDeadline(ctx, due.Add(l.cfg.Timeout))
 	defer cancel()
 	if n := l.cfg.Dups; n > 1 {
 		var wg sync.WaitGroup
-		for range n - 1 {
-			wg.Go(func() { l.copy(ctx, octx, k, due) })
+		for c := 1; c < n; c++ {
+			wg.Go(func() { l.copy(ctx, octx, k, due, c) })
 		}
-		l.copy(ctx, octx, k, due)
+		l.copy(ctx, octx, k, due, 0)
 		wg.Wait()
 	} else {
-		l.copy(ctx, octx, k, due)
+		l.copy(ctx, octx, k, due, 0)
 	}
 	end := time.Since(l.start)
 	k.mu.Lock()
-	k.op.end = end
-	failed := k.op.failed
+	k.op.Ended = end
+	failed := k.run.failed
+	l.history.operation(k.op, true)
 	k.mu.Unlock()
 	if l.live != nil && !failed {
-		l.live.add(end - k.op.due)
+		l.live.add(end - k.op.Scheduled)
 	}
 }
 
 // copy is one client sending the operation: attempts with the same key and
 // body until a final answer, Retries retries, or the operation's deadline.
-func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time) {
+// An attempt is recorded once it is known whether another followed it.
+func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN int) {
 	deadline, _ := octx.Deadline()
 	final := false
+	var pending result
+	hasPending := false
 	defer func() {
+		if hasPending {
+			l.record(k, &pending.Attempt, false)
+		}
 		if !final {
 			k.mu.Lock()
-			k.op.failed = true
+			k.run.failed = true
 			k.mu.Unlock()
 		}
 	}()
@@ -149,7 +155,7 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time) {
 		default:
 			if n == 0 {
 				k.mu.Lock()
-				k.op.late = true
+				k.op.Late = true
 				k.mu.Unlock()
 			}
 			select {
@@ -159,17 +165,17 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time) {
 			}
 		}
 		if n == 0 {
-			lag := time.Since(due)
 			k.mu.Lock()
-			if !k.op.started || lag < k.op.lag {
-				k.op.lag = lag
-			}
-			first := !k.op.started
-			k.op.started = true
+			first := !k.run.started
+			k.run.started = true
 			k.mu.Unlock()
 			if first {
 				l.opsStarted.Add(1)
 			}
+		}
+		if hasPending {
+			l.record(k, &pending.Attempt, true)
+			hasPending = false
 		}
 		actx, cancel := octx, context.CancelFunc(nil)
 		if l.cfg.AttemptTimeout > 0 {
@@ -183,24 +189,21 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time) {
 		if !ok {
 			return // the storm was interrupted
 		}
-		k.record(a, false)
+		a.Copy, a.Attempt.Attempt = copyN, n+1
 		l.attempts.Add(1)
-		switch kindOf(a) {
-		case kindInProgress:
+		switch {
+		case a.Class == ClassInProgress:
 			l.conflicts.Add(1)
-		case kindTransport:
+		case a.Class.Lost() || a.Class == ClassServerError:
 			l.errs.Add(1)
-		case kindOriginal:
-			if a.status >= 500 {
-				l.errs.Add(1)
-			}
 		}
-		retry := l.policy.Retryable(idemclient.Attempt{Status: a.status, Err: a.err, Replayed: a.replay}, true)
+		retry := l.policy.Retryable(idemclient.Attempt{Status: a.Status, Err: a.err, Replayed: a.Replayed}, true)
 		if !retry {
-			kind := kindOf(a)
-			final = kind == kindReplay || (kind == kindOriginal && a.status < 500)
+			final = a.Class == ClassReplay || (a.Class.Executes() && a.Class != ClassServerError)
+			l.record(k, &a.Attempt, false)
 			return
 		}
+		pending, hasPending = a, true
 		if n >= l.cfg.Retries || octx.Err() != nil {
 			return
 		}

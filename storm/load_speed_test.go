@@ -150,10 +150,18 @@ func (t instantTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // BenchmarkLoadOverhead measures load mode's own cost per operation (the
 // pacer, the workers, the bookkeeping, the report, the garbage collector),
 // with a transport that answers at once: CPU time, allocations and bytes
-// per operation. The machine's load changes the wall time, not these.
+// per operation, without a history file and with one (written to a
+// discarding writer: the encoding and the buffer, not the disk). The
+// machine's load changes the wall time, not these.
 //
 //	go test -run '^$' -bench LoadOverhead -count 5 ./storm/
 func BenchmarkLoadOverhead(b *testing.B) {
+	for _, history := range []bool{false, true} {
+		b.Run(fmt.Sprintf("history=%v", history), func(b *testing.B) { benchmarkLoad(b, history) })
+	}
+}
+
+func benchmarkLoad(b *testing.B, history bool) {
 	client := &http.Client{Transport: instantTransport{header: http.Header{"Content-Type": {"application/json"}}}}
 	const ops = 20000
 	var cpu time.Duration
@@ -162,10 +170,14 @@ func BenchmarkLoadOverhead(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		c0 := cpuTime()
-		rep, err := Run(b.Context(), Config{
+		cfg := Config{
 			URL: "http://127.0.0.1:1/v1/payments", Body: []byte(`{"amount":1250,"currency":"eur"}`), Client: client,
 			Rate: ops * 5, Duration: 200 * time.Millisecond, NoProbe: true, Timeout: 30 * time.Second,
-		})
+		}
+		if history {
+			cfg.History = io.Discard
+		}
+		rep, err := Run(b.Context(), cfg)
 		cpu += cpuTime() - c0
 		runtime.ReadMemStats(&after)
 		mallocs += after.Mallocs - before.Mallocs

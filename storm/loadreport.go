@@ -33,11 +33,20 @@ type Load struct {
 	Amplification float64
 	// Goodput is the operations completed per second of the schedule.
 	Goodput float64
+	// ExactlyOnceGoodput is the operations completed per second of the
+	// schedule whose key passed: what was done, once, for sure.
+	ExactlyOnceGoodput float64
+	// PeakAmplification is the highest amplification of one second of the
+	// timeline (Second.Amplification), and PeakSecond that second: where
+	// a slow window shows that the run's average dilutes.
+	PeakAmplification float64
+	PeakSecond        int
 	// AchievedRate is the operations started per second, from the run's
 	// start to the last operation's first attempt.
 	AchievedRate float64
 	// Latency is the operations' latency, from the scheduled start to the
-	// final answer (or to giving up), over the operations started.
+	// final answer (or to giving up); an operation that never started
+	// counts as having taken the whole Timeout.
 	Latency Latency
 	// AttemptLatency is the latency of single attempts, from sending to
 	// the end of the answer or of the error.
@@ -101,7 +110,7 @@ type Second struct {
 	// TransportErrors counts the other attempts without an HTTP answer.
 	TransportErrors int
 	// P50 and P99 are the latency percentiles of the operations scheduled
-	// in this second.
+	// in this second (those that never started count the whole Timeout).
 	P50, P99 time.Duration
 }
 
@@ -114,105 +123,12 @@ func (s Second) Amplification() (float64, bool) {
 	return float64(s.Attempts) / float64(s.Operations), true
 }
 
-// report computes load mode's figures from the operations' attempts.
-func (l *loader) report(keys []*keyRun, rep *Report) *Load {
-	cfg := l.cfg
-	ld := &Load{
-		Rate: cfg.Rate, Duration: cfg.Duration, MaxInFlight: cfg.MaxInFlight, AttemptTimeout: cfg.AttemptTimeout,
-		MaxRetries: cfg.Retries, BaseDelay: cfg.Policy.BaseDelay, MaxDelay: cfg.Policy.MaxDelay,
-	}
-	ld.Operations.Scheduled = cfg.operations()
-	var opLat, attLat, lags []time.Duration
-	var seconds []Second
-	var perSecond [][]time.Duration
-	at := func(d time.Duration) *Second {
-		s := int(max(0, d) / time.Second)
-		for len(seconds) <= s {
-			seconds = append(seconds, Second{T: len(seconds)})
-			perSecond = append(perSecond, nil)
-		}
-		return &seconds[s]
-	}
-	var lastStart time.Duration
-	for _, k := range keys {
-		k.mu.Lock()
-		op, attempts := *k.op, k.attempts
-		k.mu.Unlock()
-		sec := at(op.due)
-		sec.Operations++
-		if op.late {
-			sec.Late++
-			ld.Operations.Late++
-		}
-		if !op.started {
-			continue
-		}
-		ld.Operations.Started++
-		if op.failed {
-			ld.Operations.Failed++
-		} else {
-			ld.Operations.Completed++
-		}
-		lat := op.end - op.due
-		opLat = append(opLat, lat)
-		lags = append(lags, op.lag)
-		perSecond[sec.T] = append(perSecond[sec.T], lat)
-		lastStart = max(lastStart, op.due+op.lag)
-		for _, a := range attempts {
-			ld.Attempts++
-			attLat = append(attLat, a.latency)
-			s := at(a.start)
-			s.Attempts++
-			switch kindOf(a) {
-			case kindTransport:
-				if a.timeout {
-					s.Timeouts++
-				} else {
-					s.TransportErrors++
-				}
-			case kindReplay:
-				s.Replays++
-			case kindInProgress:
-				s.InProgress++
-			case kindRetryLater:
-				s.RetryLater++
-			default:
-				if a.status >= 500 {
-					s.ServerErrors++
-				} else {
-					s.Originals++
-				}
-			}
-		}
-	}
-	ld.Operations.NotStarted = ld.Operations.Scheduled - ld.Operations.Started
-	for i := range seconds {
-		p := percentiles(perSecond[i])
-		seconds[i].P50, seconds[i].P99 = p.P50, p.P99
-	}
-	ld.Timeline = seconds
-	ld.Latency, ld.AttemptLatency, ld.StartLag = percentiles(opLat), percentiles(attLat), percentiles(lags)
-	if ld.Operations.Started > 0 {
-		ld.Amplification = float64(ld.Attempts) / float64(ld.Operations.Started)
-	}
-	window := cfg.Duration
-	if rep.Interrupted {
-		window = min(window, rep.Elapsed)
-	}
-	if window > 0 {
-		ld.Goodput = float64(ld.Operations.Completed) / window.Seconds()
-	}
-	if ld.Operations.Started > 0 {
-		ld.AchievedRate = float64(ld.Operations.Started) / (lastStart + time.Duration(float64(time.Second)/cfg.Rate)).Seconds()
-	}
-	rep.Latency = ld.Latency
-	return ld
-}
-
 // Threshold is one of load mode's thresholds (Config.MaxP99,
-// MaxAmplification, MinGoodput) and how the run measured against it.
+// MaxAmplification, MinGoodput, MinExactlyOnceGoodput,
+// MaxPeakAmplification) and how the run measured against it.
 type Threshold struct {
-	// Name is the flag's: "max-p99", "max-amplification" or "min-goodput".
+	// Name is the flag's: "max-p99", "max-amplification", "min-goodput",
+	// "min-exactly-once-goodput" or "max-peak-amplification".
 	Name string
 	// Limit is the threshold, in Unit.
 	Limit float64
@@ -222,28 +138,6 @@ type Threshold struct {
 	Unit string
 	// OK reports whether the run kept to it.
 	OK bool
-}
-
-// thresholds checks the run against cfg's thresholds, in a fixed order.
-func (cfg Config) thresholds(rep *Report) []Threshold {
-	if rep.Load == nil {
-		return nil
-	}
-	ld := rep.Load
-	var out []Threshold
-	if cfg.MaxP99 > 0 {
-		v := ms(ld.Latency.P99)
-		out = append(out, Threshold{Name: "max-p99", Limit: ms(cfg.MaxP99), Value: v, Unit: "ms", OK: ld.Latency.P99 <= cfg.MaxP99})
-	}
-	if cfg.MaxAmplification > 0 {
-		v := round3(ld.Amplification)
-		out = append(out, Threshold{Name: "max-amplification", Limit: cfg.MaxAmplification, Value: v, OK: ld.Amplification <= cfg.MaxAmplification})
-	}
-	if cfg.MinGoodput > 0 {
-		v := round3(ld.Goodput)
-		out = append(out, Threshold{Name: "min-goodput", Limit: cfg.MinGoodput, Value: v, OK: ld.Goodput >= cfg.MinGoodput})
-	}
-	return out
 }
 
 // BrokenThresholds returns the thresholds the run broke.
@@ -257,16 +151,34 @@ func (r *Report) BrokenThresholds() []Threshold {
 	return out
 }
 
-// String renders the threshold as "max-p99 820ms > 500ms".
+// String renders the threshold as "max-p99 820.0ms > 500.0ms": durations
+// as the report's latencies are written.
 func (t Threshold) String() string {
 	cmp := "<="
-	if t.Name == "min-goodput" {
+	if strings.HasPrefix(t.Name, "min-") {
 		cmp = ">="
 	}
 	if !t.OK {
 		cmp = map[string]string{"<=": ">", ">=": "<"}[cmp]
 	}
-	return fmt.Sprintf("%s %s%s %s %s%s", t.Name, fmtFloat(t.Value), t.Unit, cmp, fmtFloat(t.Limit), t.Unit)
+	v, l := t.format(t.Value), t.format(t.Limit)
+	if v == l && t.Value != t.Limit && t.Unit == "ms" { // 2.004s and 2s: both "2.00s"
+		v, l = msDuration(t.Value).String(), msDuration(t.Limit).String()
+	}
+	return fmt.Sprintf("%s %s %s %s", t.Name, v, cmp, l)
+}
+
+// msDuration converts milliseconds to a duration, to the microsecond.
+func msDuration(v float64) time.Duration {
+	return time.Duration(math.Round(v*1000)) * time.Microsecond
+}
+
+// format renders a value of the threshold in its unit.
+func (t Threshold) format(v float64) string {
+	if t.Unit == "ms" {
+		return fmtDuration(msDuration(v))
+	}
+	return fmtFloat(v) + t.Unit
 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

@@ -1,22 +1,21 @@
 package storm
 
 import (
-	"fmt"
 	"time"
 )
 
 // Verdict values as they appear in Report.Verdict and in the JSON report.
 const (
-	// VerdictPass means every key passed (and the side-effect count, when
-	// read, grew by exactly the number of keys).
+	// VerdictPass means every key passed (and every side-effect count,
+	// when read, grew as the operations want).
 	VerdictPass = "pass"
-	// VerdictFail means at least one key failed, or the side-effect count
-	// grew by fewer than the keys that passed, or by more than those plus
-	// one per inconclusive key.
+	// VerdictFail means at least one key failed, or a side-effect count
+	// grew by another number than the keys allow (Count.OK).
 	VerdictFail = "fail"
 	// VerdictInconclusive means no key failed but not every key passed:
-	// some got no final answer (or the probe got none), the storm was
-	// interrupted, or the count could not be read after it.
+	// some got no final answer (or the probe got none), or could not be
+	// proven to have run at most once, the storm was interrupted, or a
+	// count could not be read after it.
 	VerdictInconclusive = "inconclusive"
 )
 
@@ -25,8 +24,10 @@ const (
 // defines how answers and keys are classified. The figures describe the
 // storm itself; the late probe has its own (Probe).
 type Report struct {
-	// URL is the target URL.
+	// URL is the target URL, its password (if any) replaced by "***".
 	URL string
+	// Started is when the storm started sending (History.Header.Started).
+	Started time.Time
 	// Method is the HTTP method used.
 	Method string
 	// KeyHeader is the header that carried the idempotency key.
@@ -56,9 +57,9 @@ type Report struct {
 	// StatusCounts counts HTTP responses by status code.
 	StatusCounts map[int]int
 
-	// Originals counts executions: responses without
-	// "Idempotent-Replayed: true" other than 408, 409, 425, 429 and 503,
-	// 5xx included.
+	// Originals counts the responses without "Idempotent-Replayed: true"
+	// other than 408, 409, 425, 429 and 503, 5xx included: executions,
+	// but for the 5xx that storm retried (RetriedServerErrors).
 	Originals int
 	// Replays counts responses carrying "Idempotent-Replayed: true".
 	Replays int
@@ -77,6 +78,9 @@ type Report struct {
 	// ServerErrors counts non-replayed 5xx responses other than 503; they
 	// are among Originals.
 	ServerErrors int
+	// RetriedServerErrors counts the ServerErrors that storm retried: by
+	// RuleRetriesNotFinal they are neither executions nor final answers.
+	RetriedServerErrors int
 	// Timeouts counts the attempts the client's own timeout cut
 	// (Config.Timeout, or Config.AttemptTimeout in load mode); they are
 	// among TransportErrors.
@@ -89,16 +93,28 @@ type Report struct {
 
 	// Probe is the outcome of the late probe.
 	Probe Probe
-	// Count is the side-effect count check; nil without Config.CountURL.
+	// Count is the first side-effect count (Counts[0]); nil without
+	// Config.CountURL.
 	Count *Count
+	// Counts are the side-effect counts, in the order given.
+	Counts []Count
+	// Ledger summarises the ledger Check was given; nil without one.
+	Ledger *LedgerSummary
 
 	// KeysPassed is the number of keys that passed.
 	KeysPassed int
 	// KeysFailed is the number of keys that failed.
 	KeysFailed int
 	// KeysInconclusive is the number of keys that neither passed nor
-	// failed: no final answer, or a probe without one.
+	// failed: no final answer, a probe without one, or unproven.
 	KeysInconclusive int
+	// KeysUnproven counts the inconclusive keys that RuleAtMostOnce left
+	// unproven: the answers cannot tell whether they ran once, and no
+	// count or ledger decided it.
+	KeysUnproven int
+	// Rules holds what each rule decided, in the order of the package
+	// documentation.
+	Rules []RuleResult
 	// Failures lists failed keys in key order, at most Config.MaxFailures
 	// of them.
 	Failures []Failure
@@ -157,13 +173,17 @@ type Probe struct {
 	Elapsed time.Duration
 }
 
-// Count is the side-effect count read from Config.CountURL before and
-// after the storm.
+// Count is one side-effect count read from Config.CountURL before and
+// after the storm, and what the keys allow it to have grown by.
 type Count struct {
-	// URL is Config.CountURL.
+	// URL is Config.CountURL, its password (if any) replaced by "***".
 	URL string
-	// Field is Config.CountField.
+	// Field is the count's member in the JSON object.
 	Field string
+	// Want is the side effects each operation makes on it.
+	Want int
+	// Operations is the number of operations (keys) of the storm.
+	Operations int
 	// Before is the count read before the storm.
 	Before int64
 	// After is the count read after the storm and the probe, if Read.
@@ -173,20 +193,58 @@ type Count struct {
 	Read bool
 	// Error says why After could not be read.
 	Error string
+	// Min and Max bound the growth the keys allow: Want for each key that
+	// ran (passed, or unproven: once at least), and up to Want more for
+	// each key sent without a final answer (it may have run, once).
+	Min, Max int64
+
+	ran, maybe, failed int // the keys that ran, those that may have, and the failed ones (not counted)
 }
 
 // Delta returns After minus Before.
 func (c *Count) Delta() int64 { return c.After - c.Before }
+
+// OK reports whether the count was not read, or grew within Min and Max.
+func (c *Count) OK() bool { return !c.Read || (c.Delta() >= c.Min && c.Delta() <= c.Max) }
+
+// LedgerSummary is what Check made of a ledger.
+type LedgerSummary struct {
+	// Effects is the number of side effects it lists.
+	Effects int
+	// Keys is the number of keys it names.
+	Keys int
+	// OtherKeys counts the keys it names that are not the history's.
+	OtherKeys int
+}
+
+// RuleResult is what one rule decided, over every key.
+type RuleResult struct {
+	// Name is the rule's: RuleAtMostOnce, RuleRetriesNotFinal, ...
+	Name string
+	// Failed counts the keys it failed.
+	Failed int
+	// Inconclusive counts the keys it left inconclusive.
+	Inconclusive int
+	// Passed counts the keys it let pass: for RuleAtMostOnce, unproven keys
+	// that a count or a ledger proved to have run once; for
+	// RuleRetriesNotFinal, keys with answers it set aside.
+	Passed int
+	// Keys lists some of the keys it decided (up to Config.MaxFailures).
+	Keys []string
+}
 
 // Failure describes one key that did not pass: a failed or an inconclusive
 // one.
 type Failure struct {
 	// Key is the idempotency key.
 	Key string `json:"key"`
+	// Rule names the rule that decided the key (RuleAtMostOnce, ...).
+	Rule string `json:"rule"`
 	// Reason says why the key did not pass, e.g. "executed 3 times (...)",
 	// "divergent: 2 distinct final responses: ...", "no final answer".
 	Reason string `json:"reason"`
-	// Originals counts the key's executions in the storm.
+	// Originals counts the key's executions in the storm (a 5xx that
+	// storm retried is none).
 	Originals int `json:"originals"`
 	// Replays counts the key's replayed responses.
 	Replays int `json:"replays"`
@@ -203,25 +261,25 @@ type Failure struct {
 	Probe string `json:"probe,omitempty"`
 }
 
-// countMismatch reports whether the side-effect count was read and grew by
-// another number than the keys that passed, give or take one for each
-// inconclusive key: a key whose answers were lost may have run once, but
-// not twice.
+// countMismatch reports whether a count was read and grew by another
+// number than the keys allow.
 func (r *Report) countMismatch() bool {
-	if r.Count == nil || !r.Count.Read {
-		return false
+	for i := range r.Counts {
+		if !r.Counts[i].OK() {
+			return true
+		}
 	}
-	d := r.Count.Delta()
-	return d < int64(r.KeysPassed) || d > int64(r.KeysPassed+r.KeysInconclusive)
+	return false
 }
 
-// countWant describes the growth of the count the keys allow: "5 keys
-// passed", or "5 to 7: 5 keys passed, 2 inconclusive".
-func (r *Report) countWant() string {
-	if r.KeysInconclusive == 0 {
-		return fmt.Sprintf("%d keys passed", r.KeysPassed)
+// countUnread reports whether a count could not be read after the storm.
+func (r *Report) countUnread() bool {
+	for i := range r.Counts {
+		if !r.Counts[i].Read {
+			return true
+		}
 	}
-	return fmt.Sprintf("%d to %d: %d keys passed, %d inconclusive", r.KeysPassed, r.KeysPassed+r.KeysInconclusive, r.KeysPassed, r.KeysInconclusive)
+	return false
 }
 
 // Verdict returns VerdictPass, VerdictFail or VerdictInconclusive, as the
@@ -230,8 +288,7 @@ func (r *Report) Verdict() string {
 	switch {
 	case r.KeysFailed > 0 || r.countMismatch():
 		return VerdictFail
-	case r.KeysInconclusive > 0 || r.KeysPassed < r.Keys || r.Interrupted || r.Responses == 0 ||
-		(r.Count != nil && !r.Count.Read):
+	case r.KeysInconclusive > 0 || r.KeysPassed < r.Keys || r.Interrupted || r.Responses == 0 || r.countUnread():
 		return VerdictInconclusive
 	default:
 		return VerdictPass

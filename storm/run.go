@@ -2,7 +2,6 @@ package storm
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,29 +13,18 @@ import (
 	"github.com/idemkey/idemkey/idemclient"
 )
 
-// attempt is the outcome of one HTTP attempt.
-type attempt struct {
-	status     int // 0 for transport errors
-	replay     bool
-	oversize   bool // a replay whose body is the response-too-large problem
-	sum        [sha256.Size]byte
-	size       int64
-	snippet    [snippetLen]byte // the body's first bytes (snipLen of them)
-	snipLen    uint8
-	latency    time.Duration
-	start      time.Duration // when it was sent, from the start of the run
+// result is one attempt as it came back: the Attempt the history records,
+// and what deciding on a retry needs.
+type result struct {
+	Attempt
 	retryAfter string
 	err        error
-	timeout    bool // err: the client's own timeout cut it (--timeout, --attempt-timeout)
 }
 
-// body returns the first bytes of the attempt's body.
-func (a *attempt) body() []byte { return a.snippet[:a.snipLen] }
-
-// keyRun holds one key, what its duplicates send and the attempts made for
-// it. What its requests send but the key is shared by all keys (runner.base),
-// so that a key keeps no header map of its own: a load run keeps every key
-// until its report.
+// keyRun holds one key (operation), what its copies send and its record in
+// the history. What its requests send but the key is shared by all keys
+// (runner.base), so that a key keeps no header map of its own: a load run
+// keeps every key until its report.
 type keyRun struct {
 	key     string
 	keyVal  [1]string // key, as the key header's values
@@ -45,22 +33,23 @@ type keyRun struct {
 	host    string        // the Host header's value, if one was given
 	gate    chan struct{} // closed once all duplicates were picked up
 	arrived atomic.Int64
+	copies  atomic.Int64 // copies picked up by a worker (burst mode), for their numbers
 
-	op *loadOp // load mode's figures; nil in the burst mode
+	op  *Operation // its record in the history
+	run *loadOp    // load mode's figures of the run itself; nil in the burst mode
 
-	mu       sync.Mutex
-	attempts []attempt  // the storm's
-	probe    []attempt  // the late probe's
-	first    [1]attempt // attempts' first array: most keys of a load run need one attempt
+	mu    sync.Mutex // guards op.Attempts and run
+	first [1]Attempt // op.Attempts' first array: most keys of a load run need one attempt
 }
 
-func (k *keyRun) record(a attempt, probe bool) {
+// record adds an attempt to k's record and to the history file, now that
+// it is known whether the storm sent another attempt after it. The order
+// is the same in both, so that the history read back judges the same.
+func (r *runner) record(k *keyRun, a *Attempt, retried bool) {
+	a.Retried = retried
 	k.mu.Lock()
-	if probe {
-		k.probe = append(k.probe, a)
-	} else {
-		k.attempts = append(k.attempts, a)
-	}
+	k.op.Attempts = append(k.op.Attempts, *a)
+	r.history.attempt(a)
 	k.mu.Unlock()
 }
 
@@ -81,6 +70,10 @@ type runner struct {
 	base      http.Header // the headers every request carries, before the key's own
 	keyHeader string      // Config.KeyHeader, canonical
 
+	hist    Header         // the history's header
+	ops     []Operation    // the history's operations, one per key (operation), allocated up front
+	history *historyWriter // Config.History's writer; nil without one
+
 	attempts     atomic.Int64 // HTTP attempts of the storm finished (responses + errors)
 	completed    atomic.Int64 // logical (key, dup) requests finished
 	inFlight     atomic.Int64
@@ -90,15 +83,19 @@ type runner struct {
 	probed       atomic.Int64 // keys probed
 }
 
-// Run executes the storm described by cfg: the count read (with CountURL),
-// the storm, the late probe (unless NoProbe) and the second count read, and
-// returns its report. It returns an error wrapping ErrInvalidConfig, and no
-// report, when cfg is invalid, and an error wrapping ErrCount, and no
-// report, when CountURL cannot be read before the storm. When ctx is
-// cancelled before the storm completes, Run stops sending, waits for the
-// requests in flight to be abandoned and returns the partial report, marked
-// Interrupted, together with ctx.Err(); the probe and the second count read
-// are skipped then. Run is safe for concurrent use with distinct Configs.
+// Run executes the storm described by cfg: the counts read (with
+// CountURL), the storm, the late probe (unless NoProbe) and the second
+// read, and returns its report: Check's verdict over the history the storm
+// recorded, which Config.History receives as the storm goes. It returns an
+// error wrapping ErrInvalidConfig, and no report, when cfg is invalid, and
+// an error wrapping ErrCount, and no report, when CountURL cannot be read
+// before the storm. When ctx is cancelled before the storm completes, Run
+// stops sending, waits for the requests in flight to be abandoned and
+// returns the partial report, marked Interrupted, together with ctx.Err();
+// the probe and the second count read are skipped then. When
+// Config.History cannot be written, Run still runs the storm and returns
+// its report, with an error wrapping ErrHistory. Run is safe for
+// concurrent use with distinct Configs.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, target, err := normalize(cfg)
 	if err != nil {
@@ -116,6 +113,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.errOp, r.errURL = cfg.Method[:1]+strings.ToLower(cfg.Method[1:]), redactedURL(target)
 	}
 	r.base, r.keyHeader = r.baseHeader(), http.CanonicalHeaderKey(cfg.KeyHeader)
+	r.hist = Header{Version: HistoryVersion, URL: redactURL(cfg.URL), Method: cfg.Method, Settings: cfg.settings()}
+	r.ops = make([]Operation, cfg.Keys)
 	var keys []*keyRun
 	if !cfg.loadMode() {
 		if keys, err = r.keys(); err != nil {
@@ -125,27 +124,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	var before int64
-	if cfg.CountURL != "" {
-		if before, err = r.readCount(ctx); err != nil {
+	counts := cfg.counts()
+	var readings map[string]CountReading
+	if len(counts) > 0 {
+		before, err := r.readCounts(ctx, counts)
+		if err != nil {
 			return nil, fmt.Errorf("%w: before the storm: %v", ErrCount, err)
+		}
+		readings = map[string]CountReading{}
+		r.hist.CountsBefore = map[string]int64{}
+		for _, c := range counts {
+			readings[c.Field] = CountReading{Before: before[c.Field]}
+			r.hist.CountsBefore[c.Field] = before[c.Field]
 		}
 	}
 
+	if cfg.History != nil {
+		r.history = newHistoryWriter(cfg.History)
+	}
 	if cfg.OnStart != nil {
 		cfg.OnStart()
 	}
 	start := time.Now()
 	r.start = start
+	r.hist.Started = start.UTC()
+	r.history.header(&r.hist)
 	var l *loader
 	var stopProgress func()
+	created := len(keys)
 	if cfg.loadMode() {
 		l = r.newLoader(start)
 		stopProgress = l.startProgress()
 		keys = r.load(ctx, start, l)
+		created = len(keys)
 	} else {
 		stopProgress = r.startProgress(start)
 		r.storm(ctx, keys)
+		for _, k := range keys {
+			r.history.operation(k.op, false)
+		}
 	}
 	elapsed := time.Since(start)
 	interrupted := ctx.Err() != nil && (cfg.loadMode() || r.completed.Load() < int64(cfg.Keys*cfg.Dups))
@@ -159,32 +176,51 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopProgress()
 
-	rep := r.report(keys, elapsed)
-	rep.Probe.Elapsed = probeElapsed
-	if l != nil {
-		rep.Load = l.report(keys, rep)
-		if l.err != nil {
-			rep.Error, interrupted = l.err.Error(), true
-		}
+	end := &End{Elapsed: elapsed, ProbeElapsed: probeElapsed, Interrupted: interrupted}
+	if l != nil && l.err != nil {
+		end.Error = l.err.Error()
 	}
-	if cfg.CountURL != "" {
-		rep.Count = &Count{URL: cfg.CountURL, Field: cfg.CountField, Before: before}
-		if !interrupted {
-			rep.Count.After, err = r.readCount(ctx)
-			rep.Count.Read = err == nil
-			if err != nil {
-				rep.Count.Error = err.Error()
+	if readings != nil && !interrupted && end.Error == "" {
+		after, errs := r.readCountsAfter(ctx, counts)
+		for _, c := range counts {
+			rd := readings[c.Field]
+			if e, failed := errs[c.Field]; failed {
+				rd.Error = e
+			} else {
+				rd.After, rd.Read = after[c.Field], true
 			}
+			readings[c.Field] = rd
 		}
 	}
-	if interrupted {
-		rep.Interrupted = true
+	if interrupted || end.Error != "" {
+		readings = nil // not read after: the history has only the counts before
 	}
-	rep.Thresholds = cfg.thresholds(rep)
+	r.history.end(end, readings, counts)
+	h := &History{Header: r.hist, Operations: r.ops[:created], End: end, Counts: readings}
+	rep, err := Check(h)
+	if err != nil {
+		return nil, err // cannot happen: the runner's own history
+	}
+	closeErr := r.history.close()
 	if interrupted {
 		return rep, ctx.Err()
 	}
+	if closeErr != nil {
+		return rep, fmt.Errorf("%w: writing: %v", ErrHistory, closeErr)
+	}
 	return rep, nil
+}
+
+// redactURL returns raw with its password, if any, replaced by "***".
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		return redactedURL(u)
+	}
+	return raw
 }
 
 // baseHeader returns the headers every request carries, before the key's
@@ -233,7 +269,8 @@ func (r *runner) initKeyRun(k *keyRun, i int) error {
 	cfg := r.cfg
 	k.key = cfg.KeyPrefix + newKey()
 	k.keyVal[0] = k.key
-	k.attempts = k.first[:0]
+	k.op = &r.ops[i]
+	k.op.Op, k.op.Key, k.op.Attempts = i, k.key, k.first[:0]
 	k.body = cfg.Body
 	if cfg.BodyFor != nil {
 		k.body = cfg.BodyFor(k.key, i)
@@ -308,6 +345,7 @@ func (r *runner) storm(ctx context.Context, keys []*keyRun) {
 				if ctx.Err() != nil {
 					continue // drain
 				}
+				copyN := int(k.copies.Add(1)) - 1
 				if gated {
 					if k.arrived.Add(1) == int64(dups) {
 						close(k.gate)
@@ -318,7 +356,7 @@ func (r *runner) storm(ctx context.Context, keys []*keyRun) {
 						continue
 					}
 				}
-				if r.request(ctx, k, false) {
+				if r.request(ctx, k, copyN, false) {
 					r.completed.Add(1)
 				}
 			}
@@ -327,20 +365,26 @@ func (r *runner) storm(ctx context.Context, keys []*keyRun) {
 	wg.Wait()
 }
 
-// probe sends one more duplicate for every key that has passed so far, now
+// probeable reports whether a key is worth the late probe: it has a final
+// answer and has not failed. The probe could not change the class of the
+// others, and a broken server would only run them once more.
+func probeable(op *Operation) bool {
+	kv := judgeKey(op)
+	return kv.class == classPassed || kv.unproven
+}
+
+// probe sends one more duplicate for every key worth it (probeable), now
 // that the storm is over, from a client that does not reuse the storm's
-// connections. A key that failed or got no final answer is not probed: the
-// probe could not change its class, and a broken server would only run it
-// once more.
+// connections.
 func (r *runner) probe(ctx context.Context, keys []*keyRun) {
 	jobs := make(chan *keyRun)
 	go func() {
 		defer close(jobs)
 		for _, k := range keys {
 			k.mu.Lock()
-			passed := classifyKey(k.key, k.attempts, nil).class == classPassed
+			ok := probeable(k.op)
 			k.mu.Unlock()
-			if !passed {
+			if !ok {
 				continue
 			}
 			select {
@@ -355,7 +399,7 @@ func (r *runner) probe(ctx context.Context, keys []*keyRun) {
 		wg.Go(func() {
 			for k := range jobs {
 				if ctx.Err() == nil {
-					r.request(ctx, k, true)
+					r.request(ctx, k, 0, true)
 					r.probed.Add(1)
 				}
 			}
@@ -364,28 +408,35 @@ func (r *runner) probe(ctx context.Context, keys []*keyRun) {
 	wg.Wait()
 }
 
-// request performs one logical request for k and, with Config.Retry, asks
-// again while the answer is not final (see retry.go), within
-// Config.Timeout. It reports whether it ran to completion, i.e. ctx was not
-// cancelled.
-func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
+// request performs one logical request for k, copy number copyN, and,
+// with Config.Retry, asks again while the answer is not final (see
+// retry.go), within Config.Timeout. Each attempt is recorded once it is
+// known whether another one followed it. It reports whether it ran to
+// completion, i.e. ctx was not cancelled.
+func (r *runner) request(ctx context.Context, k *keyRun, copyN int, probe bool) bool {
 	deadline := time.Now().Add(r.cfg.Timeout)
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	var prev result
 	for n := 0; ; n++ {
+		if n > 0 {
+			r.record(k, &prev.Attempt, true)
+		}
 		a, ok := r.send(ctx, rctx, k, probe)
 		if !ok {
 			return false
 		}
-		k.record(a, probe)
+		a.Copy, a.Attempt.Attempt = copyN, n+1
 		if !probe {
 			r.attempts.Add(1)
 		}
-		if !r.cfg.Retry || !retryable(a.status, a.replay, a.err) || n >= r.cfg.MaxRetries {
+		if !r.cfg.Retry || !retryable(a.Status, a.Replayed, a.err) || n >= r.cfg.MaxRetries {
+			r.record(k, &a.Attempt, false)
 			return true
 		}
 		wait := retryDelay(a.retryAfter, n, time.Now())
 		if time.Until(deadline) <= wait {
+			r.record(k, &a.Attempt, false)
 			return true // no time left for another attempt
 		}
 		t := time.NewTimer(wait)
@@ -393,6 +444,7 @@ func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			r.record(k, &a.Attempt, false)
 			return false
 		}
 		if probe {
@@ -400,5 +452,6 @@ func (r *runner) request(ctx context.Context, k *keyRun, probe bool) bool {
 		} else {
 			r.retries.Add(1)
 		}
+		prev = a
 	}
 }

@@ -3,7 +3,6 @@ package storm
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"github.com/idemkey/idemkey/internal/syncbuf"
@@ -164,6 +163,7 @@ type jsonOut struct {
 	RetryLater       int                `json:"retry_later"`
 	OversizeReplays  int                `json:"oversize_replays"`
 	KeysInconclusive int                `json:"keys_inconclusive"`
+	KeysUnproven     int                `json:"keys_unproven"`
 	Probe            struct {
 		Enabled   bool `json:"enabled"`
 		Sent      int  `json:"sent"`
@@ -187,6 +187,7 @@ type jsonOut struct {
 
 type jsonKey struct {
 	Key        string         `json:"key"`
+	Rule       string         `json:"rule"`
 	Reason     string         `json:"reason"`
 	Originals  int            `json:"originals"`
 	Replays    int            `json:"replays"`
@@ -330,6 +331,11 @@ func TestUsageErrors(t *testing.T) {
 		"count url alone":      {"--url", u, "--count-url", u},
 		"count field alone":    {"--url", u, "--count-field", "n"},
 		"bad count url":        {"--url", u, "--count-url", "stats", "--count-field", "n"},
+		"count field twice":    {"--url", u, "--count-url", u, "--count-field", "n", "--count-field", "n=2"},
+		"count field bad N":    {"--url", u, "--count-url", u, "--count-field", "n=two"},
+		"count field N < 0":    {"--url", u, "--count-url", u, "--count-field", "n=-1"},
+		"count field no name":  {"--url", u, "--count-url", u, "--count-field", "=1"},
+		"history in no dir":    {"--url", u, "--history", filepath.Join(t.TempDir(), "no", "such", "dir.jsonl")},
 		"bad scheme":           {"--url", "ftp://example.com/x"},
 		"no scheme":            {"--url", "localhost:8080/x"},
 		"no host":              {"--url", "http:///x"},
@@ -724,81 +730,6 @@ func TestRetryable(t *testing.T) {
 		require.False(t, retryable(status, false, nil), "%d", status)
 	}
 	require.True(t, retryable(0, false, io.ErrUnexpectedEOF))
-}
-
-func TestClassifyKey(t *testing.T) {
-	mk := func(status int, body string, replay bool) attempt {
-		a := attempt{status: status, replay: replay, size: int64(len(body))}
-		a.snipLen = uint8(copy(a.snippet[:], body))
-		a.sum = sha256.Sum256([]byte(body))
-		return a
-	}
-	ok := mk(201, "a", false)
-	other := mk(201, "b", false)
-	replay := mk(201, "a", true)
-	otherReplay := mk(201, "b", true)
-	oversize := mk(201, "problem", true)
-	oversize.oversize = true
-	conflictReplay := mk(409, "", true)
-	inProgress := mk(409, "", false)
-	tooMany := mk(429, "", false)
-	unavailable := mk(503, "", false)
-	server := mk(500, "boom", false)
-	transport := attempt{err: io.ErrUnexpectedEOF}
-
-	for _, tc := range []struct {
-		name     string
-		attempts []attempt
-		probe    []attempt
-		class    string
-		reason   string
-	}{
-		{"one original, replays", []attempt{ok, replay, inProgress, tooMany, unavailable, transport, replay}, []attempt{replay}, classPassed, ""},
-		{"only replays", []attempt{replay, replay}, []attempt{replay}, classInconclusive, "replayed, never executed: 2 replays and no original"},
-		{"replays after a lost attempt", []attempt{transport, replay, replay}, []attempt{replay}, classPassed, ""},
-		{"not probed", []attempt{ok, replay}, nil, classPassed, ""},
-		{"probe retried to a replay", []attempt{ok}, []attempt{unavailable, replay}, classPassed, ""},
-		{"oversize replays", []attempt{ok, oversize, oversize}, []attempt{oversize}, classPassed, ""},
-		{"oversize replays alone", []attempt{transport, oversize, oversize}, []attempt{oversize}, classPassed, ""},
-		{"oversize of another status", []attempt{mk(200, "a", false), oversize}, nil, classFailed, "divergent: 2 distinct final responses"},
-		{"nothing final", []attempt{inProgress, tooMany, unavailable, transport}, nil, classInconclusive, "no final answer"},
-		{"not sent", nil, nil, classInconclusive, "not sent"},
-		{"probe not final", []attempt{ok}, []attempt{unavailable}, classInconclusive, "late probe got no final answer: 503 not replayed, not final"},
-		{"probe transport error", []attempt{ok}, []attempt{transport}, classInconclusive, "late probe got no final answer: transport error"},
-		{"two executions", []attempt{ok, other, ok}, nil, classFailed,
-			`executed 3 times (201 x3 without Idempotent-Replayed: true); divergent: 2 distinct final responses: 201 "a" x2, 201 "b" x1`},
-		{"success and 500", []attempt{ok, server, replay}, nil, classFailed, "executed 2 times (201 x1, 500 x1 without Idempotent-Replayed: true)"},
-		{"two 500s", []attempt{server, server}, nil, classFailed, "executed 2 times (500 x2 without"},
-		{"409 replay differs", []attempt{ok, conflictReplay}, nil, classFailed, "divergent: 2 distinct final responses"},
-		{"probe executed", []attempt{ok, inProgress}, []attempt{ok}, classFailed,
-			"executed 2 times (201 x2 without Idempotent-Replayed: true), the late probe included"},
-		{"probe executed after replays only", []attempt{replay}, []attempt{ok}, classFailed,
-			"late probe ran it again: 201 without Idempotent-Replayed: true"},
-		{"probe replays another body", []attempt{ok, replay}, []attempt{otherReplay}, classFailed,
-			`late probe: the replay differs from the final answer: 201 "b", want 201 "a"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			kv := classifyKey("k", tc.attempts, tc.probe)
-			require.Equal(t, tc.class, kv.class, kv.failure.Reason)
-			if tc.reason == "" {
-				require.Empty(t, kv.failure.Reason)
-			} else {
-				require.Contains(t, kv.failure.Reason, tc.reason)
-			}
-		})
-	}
-
-	kv := classifyKey("k", []attempt{ok, replay, inProgress, tooMany, server, transport, oversize}, []attempt{replay})
-	f := kv.failure
-	require.Equal(t, 2, f.Originals)
-	require.Equal(t, 2, f.Replays)
-	require.Equal(t, 1, f.InProgress)
-	require.Equal(t, 1, f.RetryLater)
-	require.Equal(t, 1, f.TransportErrors)
-	require.Equal(t, 1, kv.oversize)
-	require.Equal(t, 1, kv.server)
-	require.Equal(t, map[int]int{201: 3, 409: 1, 429: 1, 500: 1}, f.Statuses)
-	require.Equal(t, "201 replayed, identical", f.Probe)
 }
 
 func TestIsTooLarge(t *testing.T) {

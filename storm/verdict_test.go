@@ -196,7 +196,7 @@ func TestFalsePassOnly503(t *testing.T) {
 	code, stdout, _ := runCommand(t, "--url", srv.URL, "--keys", "2", "--dups", "3")
 	require.Equal(t, 1, code)
 	require.Contains(t, stdout, "inconclusive keys (showing 2 of 2):")
-	require.Contains(t, stdout, "  no final answer\n      got 503 x3\n")
+	require.Contains(t, stdout, "  [liveness] no final answer: 3 attempts: 503 retry later, 503 retry later, 503 retry later\n      got 503 x3\n")
 	require.Contains(t, stdout, "verdict: INCONCLUSIVE (2 of 2 keys inconclusive)")
 }
 

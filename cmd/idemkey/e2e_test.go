@@ -36,7 +36,7 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, keys, count("provider charges"))
 	require.Contains(t, r.stdout, "verdict: PASS")
 	require.Contains(t, r.stdout, "300 passed, 0 failed, 0 inconclusive")
-	require.Regexp(t, `count +provider_charges: 0 before, 300 after: delta 300 = 300 keys passed`, r.stdout)
+	require.Regexp(t, `count +provider_charges: 300 operations, 300 provider_charges \(1\.00 each; want 1\) = 300 for 300 keys that ran; 0 before, 300 after`, r.stdout)
 	require.Contains(t, r.stdout, "late probe     300 keys probed: 300 identical replays")
 	require.Contains(t, r.stdout, "exactly once: PASS")
 }

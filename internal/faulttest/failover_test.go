@@ -24,9 +24,9 @@ import (
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/keyslot"
 	"github.com/idemkey/idemkey/internal/redistest"
-	"github.com/idemkey/idemkey/storm"
 	"github.com/idemkey/idemkey/observe"
 	"github.com/idemkey/idemkey/redisstore"
+	"github.com/idemkey/idemkey/storm"
 )
 
 // Failover storms: a retry storm runs through the middleware

@@ -12,8 +12,8 @@ import (
 
 	"github.com/idemkey/idemkey/httpmw"
 	"github.com/idemkey/idemkey/internal/redistest"
-	"github.com/idemkey/idemkey/storm"
 	"github.com/idemkey/idemkey/redisstore"
+	"github.com/idemkey/idemkey/storm"
 )
 
 // send posts body with key to url and returns the status, replay flag and body.

@@ -141,7 +141,7 @@ func testGinQuickStart(t *testing.T, mr *miniredis.Miniredis) {
 // file that exists.
 func TestLinksResolve(t *testing.T) {
 	var docs []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "examples/*/*.md", "bench/*.md", "prometheus/*.md", "otel/*.md", "grpcmw/*.md", "mcpmw/*.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "examples/*/*.md", "bench/*.md", "prometheus/*.md", "otel/*.md", "grpcmw/*.md", "mcpmw/*.md", "storm/*.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		require.NoError(t, err)
 		docs = append(docs, m...)
