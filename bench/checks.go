@@ -35,8 +35,8 @@ const (
 	CheckMemoryFixed  = "memory overhead is fixed"
 )
 
-// Target names (issue 25, then those of issues 17 and 12 still open),
-// stable for tests.
+// Target names (the plain path at the floor's cost, then the pipelined
+// store's lead and the storm's round trips), stable for tests.
 const (
 	TargetFirstFloor      = "first execution: ours / floor"
 	TargetReplayFloor     = "replay: ours / floor's replay"
@@ -52,27 +52,28 @@ const (
 	TargetStormSpeedup    = "storm: best variant / ours-nocollapse, req/s"
 )
 
-// Targets of issue 25 (the plain path at the floor's cost: where the best
-// Go peer stands), which replace issue 17's for the same figures, then
-// those of issues 17 and 12.
+// Targets: the plain path at the floor's cost (where the best Go peer
+// stands), which replace the earlier, looser ones for the same figures
+// (in the comments), then the pipelined store's lead and the storm's round
+// trips.
 const (
-	MinFirstOursFloor       = 0.95 // issue 17: 0.92
+	MinFirstOursFloor       = 0.95 // was 0.92
 	MinReplayOursFloor      = 0.95
-	MaxServerCPUOverFloorUS = 6 // issue 17: 8
+	MaxServerCPUOverFloorUS = 6 // was 8
 	// MaxAllocsFirst and MaxAllocsReplay are a dozen and four above the
-	// floor's own (68 and 46: Gin, go-redis and the handler). Issue 17's
-	// 62, half of the 124 it measured, was below the floor.
+	// floor's own (68 and 46: Gin, go-redis and the handler). The earlier
+	// 62, half of the 124 then measured, was below the floor.
 	MaxAllocsFirst  = 80
 	MaxAllocsReplay = 50
 	// MinFirstPipelinedLimit: the pipelined store's lead over the plain
-	// limit must not shrink while the plain path gets cheaper (issue 17:
-	// 1.3; 1.55 when issue 25 was filed).
+	// limit must not shrink while the plain path gets cheaper (it was 1.3,
+	// then 1.55 when the plain path's targets were set).
 	MinFirstPipelinedLimit  = 1.5
 	MaxRedisCPUOverFloorUS  = 5
 	MinFirstPipelinedLimitP = 0.9
 	MinReplayBestLimitFirst = 2.0
 	MaxStormCommandsPerKey  = 2.5
-	// MaxStormScriptsPerKey is issue 12's "about 2 round trips per key",
+	// MaxStormScriptsPerKey is the storm's "about 2 round trips per key",
 	// counted as the requests Redis served (EVALSHA), pipelined or not.
 	MaxStormScriptsPerKey   = 2.5
 	MinStormSpeedupOverOurs = 1.5
@@ -211,7 +212,7 @@ func (r *runner) checks() {
 	r.targets()
 }
 
-// targets reports where the run stands against issues 25, 17 and 12.
+// targets reports where the run stands against the targets.
 func (r *runner) targets() {
 	res := r.res
 	m := res.Median

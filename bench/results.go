@@ -109,7 +109,7 @@ func cpuRatio(a, b Load) float64 {
 	return ratio(b.CPUUS+b.RedisCPUUS, a.CPUUS+a.RedisCPUUS)
 }
 
-// StormResult is one retry storm: internal/storm's client-side verdict and
+// StormResult is one retry storm: storm's client-side verdict and
 // the handler-side execution counts, which are the ground truth.
 type StormResult struct {
 	Contender   string `json:"contender"`
@@ -181,8 +181,8 @@ type Commands struct {
 	Other   float64 `json:"other"`
 	// Script is the commands the scripts ran.
 	Script float64 `json:"script"`
-	// Total is every command: top-level and inside scripts. Issue 17 counts
-	// this one ("2 EVALSHA + 9").
+	// Total is every command: top-level and inside scripts, the count of
+	// commands per first execution ("2 EVALSHA + 9").
 	Total float64 `json:"total"`
 	// ByName is every command but EVALSHA, EVAL and the runner's own, by
 	// name.

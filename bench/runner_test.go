@@ -38,7 +38,7 @@ func TestRunnerQuick(t *testing.T) {
 	first := res.costOf(Ours, CaseFirst)
 	require.Equal(t, 2.0, first.RoundTrips)
 	require.Equal(t, 2.0, first.Server.EvalSHA)
-	require.LessOrEqual(t, first.Server.Total, 6.0, "issue 17: at most 6 commands per first execution")
+	require.LessOrEqual(t, first.Server.Total, 6.0, "at most 6 commands per first execution")
 	require.Zero(t, res.costOf(Ours, CaseInProgress).RoundTrips, "the instance that runs the key answers its 409s itself")
 	for _, name := range []string{CaseReplay, CaseMismatch} {
 		c := res.costOf(Ours, name)

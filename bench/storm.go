@@ -11,7 +11,7 @@ import (
 
 	"github.com/idemkey/idemkey/internal/loadgen"
 	"github.com/idemkey/idemkey/internal/redistest"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 )
 
 // storm runs one retry storm against url and counts, on the server side,

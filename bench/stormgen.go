@@ -15,10 +15,10 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/idemkey/idemkey/idemclient"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 )
 
-// The generator comparison of issue 28: storm's load mode against vegeta's
+// The generator comparison: storm's load mode against vegeta's
 // attack, at the same rate, on the same requests (POST, a small JSON body,
 // a fresh Idempotency-Key each), against a trivial handler. cmd/stormgen
 // runs each generator in a process of its own and measures its CPU.
@@ -279,7 +279,7 @@ func (r GenRow) Sustained() bool {
 	return r.Achieved >= 0.99*r.Rate && r.Throughput >= 0.99*r.Rate
 }
 
-// The goals of issue 28 for the generator.
+// The goals for the generator's speed.
 const (
 	goalCPURatio = 1.2
 	goalRate     = 5000
@@ -287,7 +287,7 @@ const (
 	goalLagP99   = 5 * time.Millisecond
 )
 
-// GenGoals says, from GenTable's rows, which of issue 28's goals for the
+// GenGoals says, from GenTable's rows, which of the goals for the
 // generator the run met: storm's CPU per attempt against vegeta's, the
 // highest rate storm sustained, and at 1,000/s its achieved rate and start
 // lag, the latter beside vegeta's and beside the floor's (RunFloor), the
@@ -308,7 +308,7 @@ func GenGoals(rows []GenRow) string {
 		return "not met"
 	}
 	var b strings.Builder
-	b.WriteString("Goals (issue 28), from the medians above:\n")
+	b.WriteString("Goals, from the medians above:\n")
 
 	var ratios []string
 	cpuOK, any := true, false

@@ -1,6 +1,6 @@
 package ginmw_test
 
-// Regression tests for issue 22 item 2 on Gin itself: Gin's error pattern
+// Regression tests for Gin's error pattern on Gin itself: Gin's error pattern
 // (c.Error, rendered by the app's error middleware) stores a deterministic
 // 4xx. Each failed before ErrorHandler was run by the middleware.
 
@@ -118,7 +118,7 @@ func TestGinErrorsWithoutErrorHandlerAreLogged(t *testing.T) {
 
 // TestGinBeforeAuthIsLogged: the middleware mounted before the app's auth
 // middleware answers every logged-in user 401; the log names the likely
-// cause, once (issue 22 item 12).
+// cause, once.
 func TestGinBeforeAuthIsLogged(t *testing.T) {
 	stores(t, redisstore.Options{}, func(t *testing.T, s *redisstore.Store) {
 		var logged bytes.Buffer

@@ -1,6 +1,6 @@
 // Package ginmw is idemkey's Idempotency-Key middleware for Gin.
 //
-//	r.POST("/v1/payments", ginmw.New(store, ginmw.Options{}), createPayment)
+//	r.POST("/v1/payments", ginmw.New(store, ginmw.Options{Scope: callerID}), createPayment)
 //
 // A request with an Idempotency-Key header runs its handler once per (caller,
 // key); every retry gets the stored response with Idempotent-Replayed: true,
@@ -10,6 +10,13 @@
 // before or after the status) and holds the response back until its outcome
 // is stored. See the README for the full contract and Options for every
 // setting; DefaultScope and SharedScope are the Gin forms of httpmw's.
+//
+// Set Options.Scope to the caller your authentication put in the Gin context
+// (c.GetString("user_id")), and mount the middleware after it. Without it,
+// DefaultScope hashes the request's Authorization or X-API-Key header: a
+// mobile client that refreshes its bearer token between two tries of one
+// operation then lands in a new scope, and its retry runs again (the
+// middleware warns once, at its first use).
 //
 // Handlers find their key, their attempt, derived keys for downstream
 // providers and recovery points through the gin.Context: Key, Attempt,
@@ -73,6 +80,12 @@ import (
 // request, a hash of its Authorization or X-API-Key header. A request with
 // neither is refused with 500 scope-required: an application with its own
 // authentication sets Options.Scope to the caller it put in the Gin context.
+//
+// It suits long-lived API keys only: it follows the credential, not the
+// caller, so a client that refreshes its bearer token between two tries of
+// one operation lands in a new scope and the operation runs twice. A
+// middleware on the default scope says so in a warning at its first use;
+// idemkeytest.Config.SameCallerHeader tests a handler for it.
 func DefaultScope(c *gin.Context) (string, error) { return httpcore.DefaultScope(c.Request) }
 
 // SharedScope returns an Options.Scope that puts every caller in the scope

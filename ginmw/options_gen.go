@@ -47,7 +47,11 @@ type Options struct {
 	// the middleware after your authentication, so that the caller is known
 	// when it runs. Default: DefaultScope, a hash of the Authorization or
 	// X-API-Key header, refusing requests with neither; SharedScope opts
-	// into one scope for all.
+	// into one scope for all. The default follows the credential, not the
+	// caller: a mobile client that refreshes its bearer token between two
+	// tries of one operation lands in a new scope and the retry runs
+	// again, so the middleware logs a warning at its first use; set Scope
+	// unless callers present long-lived API keys.
 	Scope func(c *gin.Context) (string, error)
 
 	// ErrorHandler is the application's error middleware: the one that

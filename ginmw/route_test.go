@@ -19,7 +19,7 @@ import (
 	"github.com/idemkey/idemkey/redisstore"
 )
 
-// Regression (issue 22.4): the middleware mounted with Use also runs for
+// Regression: the middleware mounted with Use also runs for
 // requests no route matches; their events carried the path (any bytes the
 // client chose: POST /%FF is not valid UTF-8, and each path a series in the
 // metrics). Now they carry Gin's FullPath, or "POST unmatched".

@@ -24,8 +24,9 @@ const MaxKeyLen = 255
 
 // parseKey decodes a value of the idempotency-key metadata by the rule of
 // the HTTP header: a bare token of visible ASCII characters without spaces,
-// quotes or backslashes, or an RFC 8941 sf-string ("..." with \" and \\
-// escapes, printable ASCII inside); both forms name the same key, so abc
+// quotes, backslashes or commas (a comma is what a proxy makes of two
+// values merged into one), or an RFC 8941 sf-string ("..." with \" and \\
+// escapes, printable ASCII inside, commas included); both forms name the same key, so abc
 // and "abc" are equal. Surrounding spaces and tabs are ignored; the key is
 // 1 to MaxKeyLen characters. On failure it returns the reason, in words a
 // client can act on. A test holds it to internal/httpcore's ParseKey.
@@ -36,8 +37,12 @@ func parseKey(v string) (key, reason string) {
 	}
 	if v[0] != '"' {
 		for i := 0; i < len(v); i++ {
-			if c := v[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			switch c := v[i]; {
+			case c <= ' ' || c >= 0x7f || c == '"' || c == '\\':
 				return "", fmt.Sprintf("the key has a character other than visible ASCII at position %d (quote it as an RFC 8941 string to include spaces)", i+1)
+			case c == ',':
+				return "", fmt.Sprintf("the key has a comma at position %d: a bare key cannot hold one, as a comma is what an intermediary "+
+					"puts between two Idempotency-Key fields it merges (quote the key as an RFC 8941 string to include a comma)", i+1)
 			}
 		}
 		if len(v) > MaxKeyLen {

@@ -22,7 +22,7 @@ func TestKeyRuleAgreesWithHTTP(t *testing.T) {
 		"a b", `a"b`, `a\b`, "a\x00b", "a\x7fb", "é", `"é"`, "\"a\tb\"", "0190b5e4-7c1d-7a2b-8c3d-4e5f6a7b8c9d",
 		strings.Repeat("k", 255), strings.Repeat("k", 256), `"` + strings.Repeat("k", 255) + `"`,
 		`"` + strings.Repeat("k", 256) + `"`, `"` + strings.Repeat(`\"`, 255) + `"`, `"` + strings.Repeat(`\"`, 256) + `"`,
-		"!#$%&'()*+,-./:;<=>?@[]^_`{|}~",
+		"!#$%&'()*+,-./:;<=>?@[]^_`{|}~", "!#$%&'()*+-./:;<=>?@[]^_`{|}~", "key,with,commas,longer-than-twenty-chars", `"a,b"`, "a, b",
 	} {
 		want, werr := httpcore.ParseKey(v)
 		got, reason := parseKey(v)

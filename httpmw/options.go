@@ -45,7 +45,11 @@ type Options struct {
 	// r.PathValue is set only when the middleware wraps the route's handler,
 	// not the whole mux. Default: DefaultScope, a hash of the Authorization
 	// or X-API-Key header, refusing requests with neither; SharedScope
-	// opts into one scope for all.
+	// opts into one scope for all. The default follows the credential, not
+	// the caller: a client that refreshes its bearer token between two
+	// tries of one operation lands in a new scope and the retry runs
+	// again, so the middleware logs a warning at its first use; set Scope
+	// unless callers present long-lived API keys.
 	Scope func(r *http.Request) (string, error)
 
 	// Challenge is the WWW-Authenticate value sent with the 401 answered
@@ -241,7 +245,9 @@ var (
 //
 // It suits long-lived API keys only: a short-lived bearer token refreshed
 // between two tries of one operation puts them in different scopes, so the
-// operation runs twice.
+// operation runs twice. A middleware on the default scope says so in a
+// warning at its first use; idemkeytest.Config.SameCallerHeader (and
+// idemkey verify --same-caller-header) test a handler for it.
 func DefaultScope(r *http.Request) (string, error) { return httpcore.DefaultScope(r) }
 
 // SharedScope returns an Options.Scope that puts every caller in the scope

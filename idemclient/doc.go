@@ -89,6 +89,31 @@
 // other retry loop that should follow the same rules: idemkey storm's load
 // mode retries with them.
 //
+// # Retry policies
+//
+// Options.RetryPolicy replaces the waits and the Budget above by a retry
+// policy chosen by name, the same that idemkey storm's --retry-policy
+// compares side by side under a fault, so that the one that held up is
+// shipped with one option:
+//
+//   - backoff: Policy's waits, no limit but MaxAttempts (storm's default);
+//   - naive: retry at once, up to MaxAttempts;
+//   - budget: backoff, and a retry only while the retries of the last 10 s
+//     are at most 20 % of the requests of those 10 s plus 10 a second
+//     (Finagle's RetryBudget);
+//   - token-bucket: backoff, and a retry only with a token: each retry
+//     spends one from a bucket of 100, each accepted attempt puts back a
+//     tenth (the AWS SDKs' retry quota);
+//   - adaptive: backoff, and every attempt, first or retry, rejected
+//     locally with the probability max(0, (requests − 2·accepts) /
+//     (requests + 1)) over the last 2 minutes (the SRE book's client-side
+//     throttling).
+//
+// Each keeps its memory per host; Transports that share a RetryPolicy share
+// it. A retry refused by the policy returns the answer in hand (StopBudget,
+// StopThrottled); a first attempt rejected by adaptive fails with
+// ErrThrottled, nothing sent. See RetryPolicy for a retry loop of one's own.
+//
 // # What happened
 //
 // Every request ends with a Result: the key sent and whether it was

@@ -179,3 +179,33 @@ func ExamplePolicy_Delay() {
 	// Retry-After: 3    => 3s
 	// Retry-After: 3600 => 10s
 }
+
+// A retry policy chosen by name, as idemkey storm's --retry-policy names
+// it: the one that kept the service standing in a storm is shipped with
+// one option. Here budget: backoff (the server's Retry-After: 0 here), and
+// retries only within 20 % of the requests of the last 10 s plus 10 a
+// second, shared by every request through the Transport.
+func ExampleNewRetryPolicy() {
+	srv := paymentsServer(true, false)
+	defer srv.Close()
+
+	fmt.Println(strings.Join(idemclient.RetryPolicyNames(), " "))
+	rp, err := idemclient.NewRetryPolicy(idemclient.RetryBudget, idemclient.RetryOptions{})
+	if err != nil {
+		panic(err)
+	}
+	t, err := idemclient.New(nil, idemclient.Options{RetryPolicy: rp})
+	if err != nil {
+		panic(err)
+	}
+	resp, err := (&http.Client{Transport: t}).Post(srv.URL+"/v1/payments", "application/json", strings.NewReader(`{"amount":1200}`))
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	r, _ := idemclient.ResultOf(resp, err)
+	fmt.Println(rp, resp.Status, "attempts:", r.Attempts)
+	// Output:
+	// backoff naive budget token-bucket adaptive
+	// budget 201 Created attempts: 2
+}

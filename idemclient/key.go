@@ -82,7 +82,8 @@ type keyCtx struct{}
 // same key, so pin one per logical operation.
 //
 // The key must be 1 to MaxKeyLen bytes of printable ASCII; with
-// FormatToken it may not contain spaces, double quotes or backslashes. A
+// FormatToken it may not contain spaces, double quotes, backslashes or
+// commas (a server takes a comma for two merged keys). A
 // key that breaks these rules makes RoundTrip fail with ErrInvalidKey
 // before anything is sent.
 func WithKey(ctx context.Context, key string) context.Context {
@@ -108,8 +109,8 @@ func checkKey(key string, format KeyFormat) error {
 		if c < ' ' || c > '~' {
 			return fmt.Errorf("%w: byte %d of the key is not printable ASCII", ErrInvalidKey, i+1)
 		}
-		if format == FormatToken && (c == ' ' || c == '"' || c == '\\') {
-			return fmt.Errorf("%w: byte %d of the key is a space, quote or backslash, which a bare token cannot carry (use FormatString)", ErrInvalidKey, i+1)
+		if format == FormatToken && (c == ' ' || c == '"' || c == '\\' || c == ',') {
+			return fmt.Errorf("%w: byte %d of the key is a space, quote, backslash or comma, which a bare token cannot carry (use FormatString)", ErrInvalidKey, i+1)
 		}
 	}
 	return nil

@@ -52,6 +52,8 @@ func TestCheckKey(t *testing.T) {
 		{`q"uote`, FormatString, true},
 		{`back\slash`, FormatToken, false},
 		{`back\slash`, FormatString, true},
+		{"a,b", FormatToken, false}, // the server refuses it: two merged keys look so
+		{"a,b", FormatString, true},
 		{"tab\there", FormatString, false},
 		{"new\nline", FormatString, false},
 		{"del\x7f", FormatString, false},

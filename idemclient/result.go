@@ -34,8 +34,14 @@ const (
 	StopBodyTooLarge Stop = "body-too-large"
 	// StopAttempts means Options.MaxAttempts attempts were made.
 	StopAttempts Stop = "max-attempts"
-	// StopBudget means the host's retry Budget had no token left.
+	// StopBudget means the host's retry Budget had no token left, or the
+	// Transport's RetryPolicy (budget, token-bucket) had no retry left for
+	// the host.
 	StopBudget Stop = "budget"
+	// StopThrottled means the Transport's RetryPolicy (adaptive) rejected
+	// an attempt locally: a first attempt (nothing was sent; the *Error's
+	// cause is ErrThrottled) or a retry (the answer in hand is returned).
+	StopThrottled Stop = "throttled"
 	// StopDeadline means the wait before the next attempt would have ended at
 	// or past the request context's deadline.
 	StopDeadline Stop = "deadline"

@@ -12,89 +12,9 @@ import (
 	"time"
 )
 
-// Transport defaults, applied where an Options field is zero.
-const (
-	// defaultMaxAttempts is the default Options.MaxAttempts.
-	defaultMaxAttempts = 5
-	// defaultMaxBodyBytes is the default Options.MaxBodyBytes.
-	defaultMaxBodyBytes = 1 << 20
-	// defaultResponseBuffer is the default Options.ResponseBuffer.
-	defaultResponseBuffer = 1 << 20
-)
-
 // drainLimit bounds how much of a response body the Transport reads to keep
 // its connection before a retry.
 const drainLimit = 64 << 10
-
-// Options configures a Transport; the zero value gives the defaults.
-type Options struct {
-	// Methods are the methods whose requests get a key when they have
-	// none. Requests with a key are retried; so are requests of methods
-	// that HTTP defines as idempotent (GET, HEAD, OPTIONS, TRACE, PUT,
-	// DELETE). An empty, non-nil slice mints no keys. Default: POST and
-	// PATCH.
-	Methods []string
-
-	// KeyFormat is how a minted or pinned key is written into the header;
-	// a key the caller set is sent as it is. Default: FormatToken.
-	KeyFormat KeyFormat
-
-	// MaxAttempts bounds the attempts of one request, the first included;
-	// 1 turns retries off. Default: 5.
-	MaxAttempts int
-
-	// AttemptTimeout bounds each attempt, reading the response included,
-	// so that a hung attempt is retried (with the same key: a server that
-	// is still running it answers 409, then the stored outcome) while the
-	// request's own context is still alive. Default: 0, no bound but the
-	// request context's.
-	AttemptTimeout time.Duration
-
-	// MaxBodyBytes is the largest request body, without GetBody, that the
-	// Transport buffers so it can send it again. A larger one is sent once
-	// and not retried (StopBodyTooLarge). Requests made by
-	// http.NewRequest from a *bytes.Buffer, *bytes.Reader or
-	// *strings.Reader have GetBody and are never buffered. Negative: never
-	// buffer. Default: 1 MiB, the idemkey
-	// middleware's limit.
-	MaxBodyBytes int64
-
-	// ResponseBuffer is how much of a response body RoundTrip reads before
-	// returning it, so that a connection lost in the middle of a response
-	// is retried like any other network error. A longer body is passed on
-	// as it streams, and a failure past this point reaches the caller's
-	// Read. Negative: never read ahead. Default: 1 MiB.
-	ResponseBuffer int64
-
-	// Policy computes the waits between attempts. Default: the zero
-	// Policy (Retry-After within 30s, else backoff from 100ms to 10s with
-	// full jitter).
-	Policy Policy
-
-	// Budget is the retry budget per host; share one between Transports to
-	// pool it. Default: a Budget of this Transport's own, with the
-	// BudgetOptions defaults.
-	Budget *Budget
-
-	// NoBudget turns the retry budget off: only MaxAttempts and the
-	// request context bound retries. Default: false.
-	NoBudget bool
-
-	// OnResult, if set, is called once per request, before RoundTrip
-	// returns, with the caller's request and what happened to it. It is
-	// called concurrently when the Transport is used concurrently.
-	// Default: nil.
-	OnResult func(req *http.Request, r Result)
-
-	// Now is the clock, for HTTP-date Retry-After values, the request
-	// deadline and the budget. Default: time.Now.
-	Now func() time.Time
-
-	// Sleep waits d or until ctx is done, and returns ctx.Err() in the
-	// latter case. Tests replace it to run without waiting. Default: a
-	// timer.
-	Sleep func(ctx context.Context, d time.Duration) error
-}
 
 // Transport is an http.RoundTripper that makes retries safe by
 // construction: it sends one idempotency key per request on every attempt,
@@ -123,6 +43,10 @@ func New(base http.RoundTripper, opts Options) (*Transport, error) {
 		return nil, errors.New("idemclient: Options.Policy delays must not be negative")
 	case opts.KeyFormat != FormatToken && opts.KeyFormat != FormatString:
 		return nil, fmt.Errorf("idemclient: unknown Options.KeyFormat %d", int(opts.KeyFormat))
+	case opts.RetryPolicy != nil && (opts.Policy.BaseDelay != 0 || opts.Policy.MaxDelay != 0 || opts.Policy.MaxRetryAfter != 0 || opts.Policy.Rand != nil):
+		return nil, errors.New("idemclient: set Options.RetryPolicy or Options.Policy, not both (a RetryPolicy's waits are its RetryOptions.Policy)")
+	case opts.RetryPolicy != nil && opts.Budget != nil:
+		return nil, errors.New("idemclient: set Options.RetryPolicy or Options.Budget, not both (a RetryPolicy keeps its own budget)")
 	}
 	if base == nil {
 		base = http.DefaultTransport
@@ -151,7 +75,7 @@ func New(base http.RoundTripper, opts Options) (*Transport, error) {
 	}
 	opts.Methods = slices.Clone(opts.Methods)
 	t := &Transport{base: base, o: opts, methods: methods, budget: opts.Budget}
-	if t.budget == nil && !opts.NoBudget {
+	if t.budget == nil && !opts.NoBudget && opts.RetryPolicy == nil {
 		t.budget, _ = NewBudget(BudgetOptions{})
 	}
 	return t, nil
@@ -182,6 +106,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fail(req, res, StopPermanent, err)
 	}
 	res.Key, res.KeyMinted = key.value, minted
+	host := ""
+	if req.URL != nil {
+		host = req.URL.Host
+	}
+	rp := t.o.RetryPolicy
+	if rp != nil {
+		if stop := rp.Allow(host, 1, t.o.Now()); stop != "" {
+			closeBody(req)
+			return t.fail(req, res, stop, ErrThrottled)
+		}
+	}
 
 	// Whether a retry is safe, and if not, why.
 	var noRetry Stop
@@ -199,10 +134,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if noRetry == "" && body.again == nil {
 		noRetry = StopBodyTooLarge
-	}
-	host := ""
-	if req.URL != nil {
-		host = req.URL.Host
 	}
 	if noRetry == "" && t.budget != nil {
 		t.budget.deposit(host, t.o.Now())
@@ -239,6 +170,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			resp = nil // its body was closed by readAhead
 		}
+		if rp != nil {
+			rp.Done(host, err == nil && !t.o.Policy.Retryable(a, key.value != ""), t.o.Now())
+		}
 
 		// Decide whether to try again.
 		var stop Stop
@@ -260,10 +194,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var wait time.Duration
 		if stop == "" {
 			now := t.o.Now()
-			wait = t.o.Policy.Delay(n, retryAfter, now)
-			if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
+			if rp != nil {
+				wait = rp.Delay(n, retryAfter, now)
+			} else {
+				wait = t.o.Policy.Delay(n, retryAfter, now)
+			}
+			switch dl, ok := ctx.Deadline(); {
+			case ok && !now.Add(wait).Before(dl):
 				stop = StopDeadline
-			} else if t.budget != nil && !t.budget.withdraw(host, now) {
+			case rp != nil:
+				stop = rp.Allow(host, n+1, now)
+			case t.budget != nil && !t.budget.withdraw(host, now):
 				stop = StopBudget
 			}
 		}

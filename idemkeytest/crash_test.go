@@ -79,7 +79,7 @@ func TestRunTTL(t *testing.T) {
 	cfg := Config{Path: "/orders", Body: []byte(`{"n":1}`), Header: alice,
 		SideEffects: func() int { return int(runs.Load()) }, Redis: rdb}
 	r := record(t, crashy(store, &runs, true, false), cfg)
-	if msg := r.message("ttl"); r.results()["ttl"] != "fail" || !strings.Contains(msg, `not so: every record has a TTL: 3 keys under "idem:", 1 without a TTL: "idem:forever"`) {
+	if msg := r.message("ttl"); r.results()["ttl"] != "fail" || !strings.Contains(msg, `not so: every record has a TTL: 4 keys under "idem:", 1 without a TTL: "idem:forever"`) {
 		t.Fatalf("want ttl to fail naming the key:\n%s", r)
 	}
 	cfg.Prefix = "other:"

@@ -20,11 +20,21 @@
 //	side-effects   the checks above made exactly one side effect
 //	lost-response  the kit drops a fresh key's first answer on the floor and
 //	               retries: the replay, one side effect
+//	same-caller    the first caller with another credential
+//	               (Config.SameCallerHeader, a refreshed token) and the same
+//	               key gets the replay and runs nothing: the default scope,
+//	               a hash of the credential, fails it (set Options.Scope)
 //	scope          another caller (Config.OtherHeader) with the same key never
 //	               gets the first caller's answer, and runs on its own
 //	crash-resume   a first attempt crashed by Config.Crash is completed by a
 //	               retry, with one side effect
 //	ttl            every key the store wrote into Config.Redis has a TTL
+//
+// "One side effect" is one run's: Config.SideEffectsPerRun, 1 by default,
+// new(0) for an outcome that makes none (a declined card). Between
+// side-effects and lost-response, fingerprint probes on a key of their own
+// find out what the fingerprint covers (a changed body, the query, a
+// re-indented body) and judge nothing: Run logs what they saw.
 //
 // A failed check names itself and says what the handler did, e.g.
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +63,28 @@ type Config struct {
 	// check is skipped.
 	OtherHeader http.Header
 
+	// SameCallerHeader is the first caller's Header with another
+	// credential, as a mobile client presents after refreshing its bearer
+	// token, for the same-caller check: the same key with it must get the
+	// first answer replayed and run nothing. A handler whose scope follows
+	// the credential fails it: the middleware's default scope
+	// (httpmw.DefaultScope, ginmw's too) hashes the Authorization header,
+	// so set its Options.Scope to the authenticated caller (a user or
+	// account ID). Give every header the requests need, as in Header.
+	// Default: none, and the check is skipped.
+	SameCallerHeader http.Header
+
 	// SideEffects counts what the handler must do exactly once per
 	// request: business records, charges, emails. It is called between
 	// the checks, never while a request runs. Required.
 	SideEffects func() int
+
+	// SideEffectsPerRun is how far one run of the handler moves
+	// SideEffects: new(0) for an outcome that makes none (a declined card,
+	// 402, stored and replayed: no payment), 2 for a counter of charges and
+	// emails together. Every check then wants that many per run, and none
+	// for a replay. Default (nil): 1.
+	SideEffectsPerRun *int
 
 	// KeyHeader is the request header that carries the key. Default:
 	// Idempotency-Key.
@@ -86,10 +105,17 @@ type Config struct {
 	// Crash, when set, enables the crash-resume check: it is called on the
 	// first attempt's request of a fresh key, before it is served, to make
 	// the handler crash part-way as a dying process would, typically by a
-	// fault header the handler honours by panicking with
-	// http.ErrAbortHandler after its checkpoint. A retry must then complete
-	// the request, with SideEffects up by exactly one for the key.
-	// Default: nil, and the check is skipped.
+	// fault header the handler honours after its checkpoint by calling
+	// runtime.Goexit() (or by panicking with http.ErrAbortHandler). The
+	// crashed attempt must get no answer, and a retry must then complete
+	// the request, with SideEffects up by one run's for the key.
+	//
+	// Under a recovery middleware, crash with runtime.Goexit(): no
+	// recover() stops it, so the connection closes without an answer as
+	// a dying process's does. gin.Recovery, which gin.Default() mounts,
+	// recovers a panic with http.ErrAbortHandler and Gin then answers an
+	// empty 200 (any other panic, 500), which the check reports, naming
+	// gin.Recovery. Default: nil, and the check is skipped.
 	Crash func(r *http.Request)
 
 	// Redis, the Redis the handler's store writes to, enables the ttl
@@ -118,6 +144,7 @@ var words = verify.Words{
 	OtherHeader: "Config.OtherHeader",
 	Crash:       "Config.Crash",
 	Records:     "Config.Redis",
+	SameCaller:  "Config.SameCallerHeader",
 }
 
 // maxRecords bounds the keys the ttl check reads.
@@ -144,8 +171,8 @@ func (t testT) Run(name string, f func(t tester)) bool {
 
 // Run runs the verification list against h in process, each check as a
 // subtest of t named after it: missing-key, malformed-key, concurrency,
-// replay, mismatch, side-effects, lost-response, scope, crash-resume and
-// ttl. A failed check says what the handler did wrong; a check whose
+// replay, mismatch, side-effects, lost-response, same-caller, scope,
+// crash-resume and ttl. A failed check says what the handler did wrong; a check whose
 // Config field is unset is skipped. Run fails t at once for a Config
 // without Path, Body or SideEffects, and stops (failing t) if h gives no
 // answer to its first request.
@@ -266,6 +293,8 @@ func (cfg Config) verifyConfig() (verify.Config, error) {
 		return verify.Config{}, fmt.Errorf("Config.Parallel must be 2 to %d, got %d", verify.MaxParallel, cfg.Parallel)
 	case cfg.Timeout < 0:
 		return verify.Config{}, fmt.Errorf("Config.Timeout must not be negative, got %s", cfg.Timeout)
+	case cfg.SideEffectsPerRun != nil && *cfg.SideEffectsPerRun < 0:
+		return verify.Config{}, fmt.Errorf("Config.SideEffectsPerRun must not be negative, got %d", *cfg.SideEffectsPerRun)
 	}
 	u, err := url.Parse(cfg.Path)
 	if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(u.Path, "/") {
@@ -284,13 +313,18 @@ func (cfg Config) verifyConfig() (verify.Config, error) {
 		CountName: "SideEffects", Lose: "dropped by the kit", Words: words, Tool: "idemkeytest",
 		Kit: true, Crash: cfg.Crash,
 	}
+	if cfg.SideEffectsPerRun != nil {
+		n := int64(*cfg.SideEffectsPerRun)
+		vc.PerRun = &n
+	}
 	hasBody := len(cfg.Body) > 0 || cfg.BodyFor != nil
 	for _, h := range []struct {
 		name string
 		in   http.Header
 		out  *http.Header
-	}{{"Config.Header", cfg.Header, &vc.Header}, {"Config.OtherHeader", cfg.OtherHeader, &vc.OtherHeader}} {
-		if h.in == nil && h.name == "Config.OtherHeader" {
+	}{{"Config.Header", cfg.Header, &vc.Header}, {"Config.OtherHeader", cfg.OtherHeader, &vc.OtherHeader},
+		{"Config.SameCallerHeader", cfg.SameCallerHeader, &vc.SameCallerHeader}} {
+		if h.in == nil && h.name != "Config.Header" {
 			continue
 		}
 		hdr := h.in.Clone()
@@ -311,6 +345,9 @@ func (cfg Config) verifyConfig() (verify.Config, error) {
 		}
 		*h.out = hdr
 	}
+	if vc.SameCallerHeader != nil && equalHeaders(vc.SameCallerHeader, vc.Header) {
+		return verify.Config{}, errors.New("Config.SameCallerHeader is Config.Header: give the caller's other credential, e.g. a refreshed token")
+	}
 	if cfg.Redis != nil {
 		prefix := cfg.Prefix
 		if prefix == "" {
@@ -320,4 +357,17 @@ func (cfg Config) verifyConfig() (verify.Config, error) {
 		vc.RecordsWhere = fmt.Sprintf("under %q", prefix)
 	}
 	return vc, nil
+}
+
+// equalHeaders reports whether a and b hold the same fields and values.
+func equalHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, va := range a {
+		if !slices.Equal(va, b[name]) {
+			return false
+		}
+	}
+	return true
 }

@@ -138,7 +138,7 @@ func refConfig(s *refserver.Server) Config {
 // crash hook.
 var passing = map[string]string{
 	"missing-key": "ok", "malformed-key": "ok", "concurrency": "ok", "replay": "ok", "mismatch": "ok",
-	"side-effects": "ok", "lost-response": "ok", "scope": "ok", "crash-resume": "skip", "ttl": "skip",
+	"side-effects": "ok", "lost-response": "ok", "same-caller": "skip", "scope": "ok", "crash-resume": "skip", "ttl": "skip",
 }
 
 func TestRunPassesTheReferenceServer(t *testing.T) {
@@ -147,9 +147,10 @@ func TestRunPassesTheReferenceServer(t *testing.T) {
 	if r.failed || !mapsEqual(r.results(), passing) {
 		t.Fatalf("want every check to pass:\n%s", r)
 	}
-	// concurrency 1, lost-response 1, scope 1 (bob's own).
-	if got := s.Runs(); got != 3 {
-		t.Errorf("the handler ran %d times, want 3", got)
+	// concurrency 1, the fingerprint probes' own key 1, lost-response 1,
+	// scope 1 (bob's own).
+	if got := s.Runs(); got != 4 {
+		t.Errorf("the handler ran %d times, want 4", got)
 	}
 	if msg := r.message("crash-resume"); !strings.Contains(msg, "no Config.Crash") {
 		t.Errorf("crash-resume skipped with %q", msg)
@@ -249,7 +250,7 @@ func TestRunWithoutOptionalChecks(t *testing.T) {
 	r := record(t, s, cfg)
 	want := map[string]string{
 		"missing-key": "skip", "malformed-key": "ok", "concurrency": "ok", "replay": "ok", "mismatch": "skip",
-		"side-effects": "ok", "lost-response": "ok", "scope": "skip", "crash-resume": "skip", "ttl": "skip",
+		"side-effects": "ok", "lost-response": "ok", "same-caller": "skip", "scope": "skip", "crash-resume": "skip", "ttl": "skip",
 	}
 	if r.failed || !mapsEqual(r.results(), want) {
 		t.Fatalf("results %v, want %v:\n%s", r.results(), want, r)
@@ -333,8 +334,8 @@ func TestRunBodyFor(t *testing.T) {
 	if r.failed || !mapsEqual(r.results(), passing) {
 		t.Fatalf("want every check to pass:\n%s", r)
 	}
-	// "", two malformed keys, concurrency's, lost-response's.
-	if len(keys) != 5 || !keys[""] {
+	// "", two malformed keys, concurrency's, the probes', lost-response's.
+	if len(keys) != 6 || !keys[""] {
 		t.Errorf("BodyFor was asked for %d keys: %v", len(keys), keys)
 	}
 }

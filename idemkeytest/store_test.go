@@ -102,8 +102,8 @@ func TestRunMinimalConfig(t *testing.T) {
 		Body:        []byte(`{"sku":"book","qty":1}`),
 		SideEffects: orders.Count,
 	})
-	if n := orders.Count(); n != 2 {
-		t.Errorf("%d orders, want 2 (concurrency and lost-response)", n)
+	if n := orders.Count(); n != 3 {
+		t.Errorf("%d orders, want 3 (concurrency, the fingerprint probes' own key and lost-response)", n)
 	}
 }
 

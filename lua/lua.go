@@ -10,6 +10,11 @@
 //
 // # The record
 //
+// docs/spec.md specifies all of it (Spec 1.0: the keys, every byte of the
+// record, the tombstone, each script's arguments and replies), with golden
+// vectors in testdata/spec: a change to any of it is a change of the format,
+// which its section 2 says how to make.
+//
 // A record is one Redis string at <prefix>{<tag>}, in one of two layouts.
 // Positions count from 1, as Lua's string.sub does (package
 // redisstore/internal/record holds the same table 0-based):
@@ -24,7 +29,8 @@
 //	27-     (started)   <attempt>:<threshold>:<rp><rpd><label><created>
 //	19-     (completed) <attempt>:<code>:<outcome>
 //
-// Numbers are decimal ASCII. rp, rpd and label are netstrings (<length>:<bytes>):
+// Numbers are decimal ASCII (the code may be negative). rp, rpd and label
+// are netstrings (<length>:<bytes>):
 // the recovery point, its data and the label; created is the first claim's
 // time in Unix milliseconds. The outcome is the stored bytes, to the end.
 //

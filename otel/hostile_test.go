@@ -16,7 +16,7 @@ import (
 	"github.com/idemkey/idemkey/observe"
 )
 
-// Regression (issue 22.4): the route attribute was the raw path where no
+// Regression: the route attribute was the raw path where no
 // pattern matched: not valid UTF-8 for POST /%FF (which the OpenTelemetry
 // Prometheus exporter, like client_golang, refuses), and a series (and a
 // cached attribute set) per distinct path. Now every request gets its

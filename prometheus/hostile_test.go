@@ -13,7 +13,7 @@ import (
 	"github.com/idemkey/idemkey/observe"
 )
 
-// Regression (issue 22.4): POST /%FF panicked this observer (a label value
+// Regression: POST /%FF panicked this observer (a label value
 // that is not valid UTF-8), so the stored answer never reached the client
 // and a takeover's heartbeat was leaked; and every distinct path was a
 // series of its own. Now every request gets its answer, and the route label

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,7 +206,8 @@ func TestAwait(t *testing.T) {
 					require.NoError(t, r.err)
 					require.Equal(t, Replayed, r.c.Status)
 					require.Equal(t, "done", string(r.c.Response.Body))
-					require.Less(t, r.at.Sub(completed), 200*time.Millisecond, "woken late")
+					// How soon is bench/'s (BenchmarkAwait): a test holds the
+					// cause, the subscription, not the time.
 					if where == "another process" {
 						require.Positive(t, watches.Load(), "the waiter polled instead of subscribing")
 					}
@@ -243,7 +243,10 @@ func TestAwait(t *testing.T) {
 				start := time.Now()
 				_, err = waiter.Await(wctx, req)
 				require.ErrorIs(t, err, ErrInProgress)
-				require.Less(t, time.Since(start), time.Second)
+				// The bound is the behaviour: the deadline ends the wait
+				// (the owner never completes); 4x what a loaded race
+				// build takes, the deadline and a second.
+				require.Less(t, time.Since(start), 4*(200*time.Millisecond+time.Second))
 				require.NoError(t, c.Lease.Release(ctx))
 			})
 		})
@@ -300,56 +303,6 @@ func TestReplayCache(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 }
 
-// noSubscribe hides a client's pub/sub, so that Await can only poll, as
-// before wake-ups.
-type noSubscribe struct{ redis.Scripter }
-
-// TestAwaitLatency measures how long after the owner's completion a waiter in
-// another process gets the replay: with pub/sub wake-ups, and polling only.
-// It logs p50 and p99 (bench/RESULTS.md quotes them) and holds p50 to a
-// loose bound, since the machine may be busy.
-func TestAwaitLatency(t *testing.T) {
-	b := realBackend(t)
-	ctx := context.Background()
-	for _, mode := range []string{"pub/sub", "polling"} {
-		t.Run(mode, func(t *testing.T) {
-			owner := newStore(t, b, Options{})
-			var waiter *Store
-			if mode == "pub/sub" {
-				waiter = newStore(t, b, Options{})
-			} else {
-				w, err := New(noSubscribe{b.newClient(t)}, Options{})
-				require.NoError(t, err)
-				waiter = w
-			}
-			const n = 60
-			lat := make([]time.Duration, 0, n)
-			for range n {
-				req := newReq(t)
-				c, err := owner.Claim(ctx, req)
-				require.NoError(t, err)
-				got := make(chan time.Time, 1)
-				go func() {
-					if r, err := waiter.Await(ctx, req); err == nil && r.Status == Replayed {
-						got <- time.Now()
-					}
-					close(got)
-				}()
-				time.Sleep(30 * time.Millisecond) // the waiter settles into its wait
-				done := time.Now()
-				require.NoError(t, c.Lease.Complete(ctx, Response{Code: 200}))
-				at, ok := <-got
-				require.True(t, ok, "the waiter did not get the replay")
-				lat = append(lat, at.Sub(done))
-			}
-			slices.Sort(lat)
-			p50, p99 := lat[n/2], lat[n*99/100]
-			t.Logf("%s: owner's completion to waiter's replay p50 %v, p99 %v (%d waits)", mode, p50, p99, n)
-			require.Less(t, p50, 200*time.Millisecond)
-		})
-	}
-}
-
 // TestAwaitRechecksRedisPastALocalLease: a waiter on a run of its own
 // process that is stuck (no heartbeat, never completes) waits no longer than
 // that run's lease has left by this process's clock, then asks Redis, which
@@ -383,8 +336,10 @@ func TestAwaitRechecksRedisPastALocalLease(t *testing.T) {
 			require.NoError(t, err, "after %v", time.Since(start))
 			require.Equal(t, Replayed, w.Status)
 			require.Equal(t, "stored by another process", string(w.Response.Body))
-			// About the local lease's 900ms; the ceiling holds at 4x slowdown.
-			require.Less(t, time.Since(start), 5*time.Second)
+			// The bound is the behaviour: the waiter asks Redis once the
+			// local lease (900ms) is over, not at its own 8s deadline; 4x
+			// the lease and a second, still under the deadline.
+			require.Less(t, time.Since(start), 4*(opts.Lease+time.Second))
 			t.Logf("replay after %v", time.Since(start))
 		})
 	}

@@ -33,7 +33,7 @@
 //
 //	<prefix>{<tag>}      string   the record (layout: package lua), TTL = the retention
 //	<prefix>{<tag>}:t    integer  its tombstone, only with Options.TombstoneRetention
-//	tag = base64url(first 16 bytes of SHA-256(len(scope) || scope || key))
+//	tag = base64url(first 16 bytes of SHA-256(uvarint(len(scope)) || scope || key)): docs/spec.md
 //
 // The lease lives inside the record: a takeover needs the lease's deadline to
 // have passed on Redis's clock, never just a missing key.

@@ -1,6 +1,6 @@
 package redisstore
 
-// Regression tests for issue 9 ("exactly once on every path"): each one
+// Regression tests for exactly once on every path: each one
 // failed on the store as it was before the fix.
 
 import (

@@ -83,17 +83,19 @@ func (l *Lease) Complete(ctx context.Context, resp Response) error {
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		l.ended(&resp)
 	} else {
-		l.gone("complete", err)
+		err = l.gone(ctx, "complete", err)
 		l.ended(nil)
 	}
 	return err
 }
 
-// gone tells check.Vanish when err says op found the record gone.
-func (l *Lease) gone(op string, err error) {
-	if err != nil && errors.Is(err, ErrVanished) {
-		l.store.env.Vanished(op, time.Since(l.sign.Time()))
+// gone makes err, of op that found the record not this lease's, ErrVanished
+// when the record is gone (check.Startup.Gone looks, and logs it).
+func (l *Lease) gone(ctx context.Context, op string, err error) error {
+	if errors.Is(err, ErrLeaseLost) && l.store.env.Gone(ctx, op, l.keys.Record(), time.Since(l.sign.Time())) {
+		return fmt.Errorf("%w: %w", ErrLeaseLost, ErrVanished)
 	}
+	return err
 }
 
 // Release gives the key up without an outcome, for a failure that committed
@@ -153,12 +155,10 @@ func (l *Lease) Extend(ctx context.Context) error {
 	}
 	sent := time.Now()
 	reply, err := l.store.call(ctx, nil, extendScript, l.keys.One, l.tokenArg, l.ret.MS)
-	err = owned("extend", reply, err)
-	if err == nil {
+	if err = owned("extend", reply, err); err == nil {
 		l.sign.Set(sent)
 	}
-	l.gone("extend", err)
-	return err
+	return l.gone(ctx, "extend", err)
 }
 
 // Checkpoint records that the operation reached point, with data a later
@@ -172,17 +172,17 @@ func (l *Lease) Checkpoint(ctx context.Context, point string, data []byte) error
 	s := l.store
 	rec := record.AppendStarted(make([]byte, 0, 64+len(point)+len(data)+len(l.label)), &l.fp, l.token, l.ret.Threshold,
 		&record.Started{Attempt: l.Attempt, RecoveryPoint: point, RecoveryData: data, Label: l.label, CreatedMS: l.createdMS})
-	sent, over, ttl := time.Now(), l.over.Load(), l.ret.MS
+	sent, over, args := time.Now(), l.over.Load(), [4]any{l.tokenArg, rec, l.ret.MS, "keep"}
+	argv := args[:3]
 	if over {
-		ttl = "keep"
+		argv = args[:4] // past MaxDuration: the record keeps its TTL
 	}
-	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, l.tokenArg, rec, ttl)
+	reply, err := s.call(ctx, nil, checkpointScript, l.keys.One, argv...)
 	err = ownedReplicated("checkpoint", reply, err)
 	if !over && (err == nil || errors.Is(err, ErrNotReplicated)) {
 		l.sign.Set(sent)
 	}
-	l.gone("checkpoint", err)
-	return err
+	return l.gone(ctx, "checkpoint", err)
 }
 
 // DerivedKey returns an idempotency key for one step of the operation to hand

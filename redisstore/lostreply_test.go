@@ -1,6 +1,6 @@
 package redisstore
 
-// Lost replies, script by script (issue 11): a fault proxy between the store
+// Lost replies, script by script: a fault proxy between the store
 // and Redis forwards one script call, lets Redis run it, and drops the
 // connection before the reply reaches the client, which then sends the call
 // again (go-redis does so on EOF, with MaxRetries at its default). Every

@@ -41,7 +41,7 @@ func waitLeaseOut(t *testing.T, s *redisstore.Store, req redisstore.Request) {
 	}
 }
 
-// Regression (issue 22.4): an Observer that panics made Store.Do panic
+// Regression: an Observer that panics made Store.Do panic
 // after its claim, leaving the key held (and its function never run) until
 // the lease ran out, on every call. Now Do runs, stores and replays as if
 // nobody observed, and a takeover ends its lease.
@@ -94,7 +94,7 @@ func TestPanickingObserverCannotBreakDo(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Regression (issue 22.4): Do announced its claim (Claimed) before the
+// Regression: Do announced its claim (Claimed) before the
 // heartbeat started, so an observer that blocked for longer than the lease
 // let another process take the key over while the first run was still to
 // come: two runs. Now the heartbeat runs while the observer blocks.

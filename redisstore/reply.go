@@ -81,18 +81,15 @@ func (s *Store) claimed(l *Lease, reply any, err error, sent time.Time) (*Claim,
 }
 
 // owned maps the reply of complete, release, extend and checkpoint: nil
-// when the lease owned the record, ErrVanished (and ErrLeaseLost) when it
-// was gone, else ErrLeaseLost.
+// when the lease owned the record, else ErrLeaseLost.
 func owned(script string, reply any, err error) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", script, err)
 	}
-	owns, gone, ok := record.DecodeOwned(reply)
+	owns, ok := record.DecodeOwned(reply)
 	switch {
 	case !ok:
 		return unexpected(script, reply)
-	case gone:
-		return fmt.Errorf("%w: %w", ErrLeaseLost, ErrVanished)
 	case !owns:
 		return ErrLeaseLost
 	}

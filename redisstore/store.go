@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +36,13 @@ var (
 // MaxFieldLen is the longest Request.Key, Scope, Fingerprint or Label the
 // store accepts, in bytes.
 const MaxFieldLen = 1024
+
+// SpecVersion is the version of the record format this package writes and
+// reads, as docs/spec.md specifies it: major.minor, where a reader of one
+// major version reads every minor one (it ignores what a minor version
+// adds) and refuses a record of a major version it does not know.
+// [github.com/idemkey/idemkey/redisstore/spec] reads records by its names.
+const SpecVersion = "1.0"
 
 // Options configures a Store. The zero value gives the defaults.
 type Options struct {
@@ -361,7 +367,7 @@ func (s *Store) Claim(ctx context.Context, req Request) (*Claim, error) {
 
 // newLease returns the lease a claim of req would hold.
 func (s *Store) newLease(req Request) *Lease {
-	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: newToken(),
+	l := &Lease{store: s, req: req, keys: s.keys(req.Scope, req.Key), token: record.NewToken(),
 		fp: record.Fingerprint(req.Fingerprint), label: req.Label, createdMS: time.Now().UnixMilli(), ret: s.retentionOf(req.Retention)}
 	l.tokenArg = &l.token // a pointer goes into an interface without an allocation
 	return l
@@ -467,10 +473,3 @@ func (s *Store) Lookup(ctx context.Context, scope, key string) (*Record, error) 
 
 // keys returns the key names for scope and key.
 func (s *Store) keys(scope, key string) record.Keys { return record.NewKeys(s.opts.Prefix, scope, key) }
-
-// newToken returns a fencing token: 8 random bytes.
-func newToken() string {
-	var b [record.TokenLen]byte
-	_, _ = rand.Read(b[:]) // never fails on supported platforms
-	return string(b[:])
-}

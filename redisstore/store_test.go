@@ -271,14 +271,16 @@ func testStore(t *testing.T, b backend) {
 	})
 
 	t.Run("extend keeps a live owner's lease", func(t *testing.T) {
-		s := newStore(t, b, Options{Lease: 300 * time.Millisecond})
+		// A lease of 2s, of which more than 500ms is left: a stall of
+		// 1.5s between the extend and the lookup still passes.
+		s := newStore(t, b, Options{Lease: 2 * time.Second})
 		req := newReq(t)
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
 		require.NoError(t, c.Lease.Extend(ctx))
 		rec, err := s.Lookup(ctx, req.Scope, req.Key)
 		require.NoError(t, err)
-		require.Greater(t, rec.LeaseTTL, 200*time.Millisecond)
+		require.Greater(t, rec.LeaseTTL, 500*time.Millisecond)
 	})
 
 	t.Run("release frees the key; a non-owner's release changes nothing", func(t *testing.T) {

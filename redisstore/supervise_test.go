@@ -16,9 +16,12 @@ import (
 func TestSuperviseMany(t *testing.T) {
 	ctx := context.Background()
 	b := realBackend(t)
-	// Lease 600ms, a beat every 100ms: a beat may come 500ms late (a
-	// machine 4 times slower than this one's slowest) before a lease is lost.
-	s := newStore(t, b, Options{Lease: 600 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	// Lease 1.5s, a beat every 100ms: a beat may come 1.4s late before a
+	// lease is lost. With 600ms (500ms of room) a loaded machine lost 25
+	// of the 50 watches while the 40 claims were made (.ci/stress beside
+	// others' builds, load ~25).
+	const lease = 1500 * time.Millisecond
+	s := newStore(t, b, Options{Lease: lease, Heartbeat: 100 * time.Millisecond})
 	const n = 40
 	type run struct {
 		req    Request
@@ -49,7 +52,7 @@ func TestSuperviseMany(t *testing.T) {
 			r.stop = r.stop[1:]
 		}
 	}
-	time.Sleep(3 * 600 * time.Millisecond) // three leases' time: only the beats keep them
+	time.Sleep(3 * lease) // three leases' time: only the beats keep them
 
 	for _, r := range runs {
 		require.NoError(t, r.ctx.Err(), "a supervised lease was lost: %v", context.Cause(r.ctx))
@@ -80,10 +83,12 @@ func TestSuperviseMaxDuration(t *testing.T) {
 	b := realBackend(t)
 	s := newStore(t, b, Options{Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond, MaxDuration: 200 * time.Millisecond})
 	req := newReq(t)
+	// Before the claim, whose start MaxDuration runs from: taken after it,
+	// a slow claim made the run look cancelled early.
+	started := time.Now()
 	c, err := s.Claim(ctx, req)
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancelCause(ctx)
-	started := time.Now()
 	stop := c.Lease.Supervise(cancel)
 	defer stop()
 	select {

@@ -20,9 +20,9 @@ import (
 const (
 	// keyHeader is the request header carrying the idempotency key. Fiber's
 	// default is X-Idempotency-Key; it is configured to the IETF draft name
-	// that internal/storm sends.
+	// that storm sends.
 	keyHeader = "Idempotency-Key"
-	// replayHeader is what internal/storm recognises as a replay marker.
+	// replayHeader is what storm recognises as a replay marker.
 	replayHeader = "Idempotent-Replayed"
 	// path is the endpoint every app serves.
 	path = "/v1/payments"

@@ -4,7 +4,7 @@
 //
 // Run measures first-execution throughput of a bare fiber handler and of the
 // same handler behind the middleware (alternating them for several rounds),
-// replay throughput, and the outcome of a retry storm (internal/storm)
+// replay throughput, and the outcome of a retry storm (storm)
 // against one and against two app instances sharing the same Redis.
 // Results is its output, and its JSON form is what the command
 // (go -C bench run ./cmd/peers -json) prints and the storm-bench runner

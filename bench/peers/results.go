@@ -87,7 +87,7 @@ type Storm struct {
 	KeysExecuted             int `json:"keys_executed"`
 	ExecutionsMax            int `json:"executions_max"`
 	KeysExecutedMoreThanOnce int `json:"keys_executed_more_than_once"`
-	// Client-side figures from internal/storm.
+	// Client-side figures from storm.
 	DivergentKeys int            `json:"divergent_keys"`
 	KeysFailed    int            `json:"keys_failed"`
 	Verdict       string         `json:"verdict"`

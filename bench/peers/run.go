@@ -20,7 +20,7 @@ import (
 	redisstorage "github.com/gofiber/storage/redis/v3"
 
 	"github.com/idemkey/idemkey/internal/loadgen"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 )
 
 const (

@@ -205,13 +205,14 @@ func TestClientAgainstServe(t *testing.T) {
 // server, still running the first attempt, answers 409 with Retry-After,
 // then the stored answer. One charge.
 //
-// Skipped until issue 9 (1) lands: today the handler runs on the request's
+// Skipped until the protected run outlives a client that gives up: today
+// the handler runs on the request's
 // context, so the attempt that times out cancels its own run (the provider
 // call fails, the key is released) and every retry starts over and times
 // out again — 18 attempts, no answer, no charge. Remove the Skip with that
 // fix; this test is its end-to-end check.
 func TestClientTimesOutAndGetsTheReplay(t *testing.T) {
-	t.Skip("needs issue 9 (1): the protected run must outlive a client that gives up")
+	t.Skip("needs the protected run to outlive a client that gives up")
 	s := startServe(t, "--wait", "0s", "--provider-latency", "1500ms")
 	client := newClient(t, nil, idemclient.Options{AttemptTimeout: 700 * time.Millisecond, MaxAttempts: 20})
 	r := pay(t, client, context.Background(), s.url, payment)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemkey/idemkey/examples/payments"
 	"github.com/idemkey/idemkey/ginmw"
-	"github.com/idemkey/idemkey/internal/storm"
 	"github.com/idemkey/idemkey/redisstore"
+	"github.com/idemkey/idemkey/storm"
 )
 
 const demoAbout = `Starts an embedded Redis (miniredis) and the example payments API on a free

@@ -1,6 +1,6 @@
 package main
 
-// The deploy drill (issue 22): what production does to a running request.
+// The deploy drill: what production does to a running request.
 // Three "idemkey serve" instances on one redis-server behind a round-robin
 // client; a storm of keys whose clients give up after a short attempt
 // timeout and retry with the same key; and, while it runs, a rolling

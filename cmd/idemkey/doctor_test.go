@@ -26,7 +26,14 @@ func TestDoctorFailsOnAnEvictingRedis(t *testing.T) {
 	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Regexp(t, `(?m)^fail  maxmemory-policy  volatile-ttl with maxmemory 64\.0 MiB: .*set maxmemory-policy noeviction$`, r.stdout)
 	require.Regexp(t, `(?m)^ok    version           Redis \d`, r.stdout)
-	require.Contains(t, r.stdout, "1 failed, 1 warning\n")
+	// One warning (no persistence), and a second only if the latency
+	// check found the round trips slow, as a loaded machine may (.ci/stress:
+	// p99 39ms over 300 PINGs).
+	want := "1 failed, 1 warning\n"
+	if regexp.MustCompile(`(?m)^warn  latency `).MatchString(r.stdout) {
+		want = "1 failed, 2 warnings\n"
+	}
+	require.Contains(t, r.stdout, want)
 
 	r = runBin(t, 60*time.Second, "doctor", "--json", "--redis", "redis://"+srv.Addr()+"/0")
 	require.Equal(t, 1, r.code, r.stderr)
@@ -163,18 +170,28 @@ func TestServeMetrics(t *testing.T) {
 	const keys, dups = 20, 8
 	r := runBin(t, 120*time.Second, "storm", "--url", s.url+"/v1/payments",
 		"-H", "Authorization: Bearer sk_test_storm", "--body", payment,
-		"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys*dups), "--retry", "--json")
+		"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys*dups), "--retry", "--json",
+		"--timeout", stormTimeout)
 	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	var rep stormReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	after, _, _ := scrape(t, s.url)
 	require.Equal(t, float64(1+keys), after[`idemkey_requests_total{outcome="executed",`+route+`}`], "one execution per key")
 	require.Equal(t, 0.0, after["idemkey_leases_held"])
+	// Every request that reached serve is counted once, whatever its
+	// outcome: on a busy machine some get "unavailable" (a claim past the
+	// store's timeout), and an attempt storm gave up on (a transport
+	// error) may or may not have reached it.
 	var answered float64
-	for _, o := range []string{"executed", "replayed", "in_progress"} {
-		answered += after[`idemkey_requests_total{outcome="`+o+`",`+route+`}`] - samples[`idemkey_requests_total{outcome="`+o+`",`+route+`}`]
+	for name, v := range after {
+		if strings.HasPrefix(name, `idemkey_requests_total{outcome="`) && strings.HasSuffix(name, ","+route+"}") {
+			answered += v - samples[name]
+			t.Logf("%s +%v", name, v-samples[name])
+		}
 	}
 	require.Equal(t, keys, rep.Probe.Identical)
-	require.Equal(t, float64(rep.Requests+keys), answered, "every request the storm sent (and its late probe of each key), counted once")
+	sent := float64(rep.Requests + keys) // and its late probe of each key
+	require.LessOrEqual(t, answered, sent, "requests counted that storm did not send (or twice)")
+	require.GreaterOrEqual(t, answered, sent-float64(rep.Errors), "requests storm got an answer to, not counted: statuses %v", rep.Statuses)
 	require.Positive(t, after[`idemkey_requests_total{outcome="in_progress",`+route+`}`], "--wait 0s: duplicates got 409")
 }

@@ -36,7 +36,7 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, keys, count("provider charges"))
 	require.Contains(t, r.stdout, "verdict: PASS")
 	require.Contains(t, r.stdout, "300 passed, 0 failed, 0 inconclusive")
-	require.Regexp(t, `count +provider_charges: 0 before, 300 after: delta 300 = 300 keys passed`, r.stdout)
+	require.Regexp(t, `count +provider_charges: 300 operations, 300 provider_charges \(1\.00 each; want 1\) = 300 for 300 keys that ran; 0 before, 300 after`, r.stdout)
 	require.Contains(t, r.stdout, "late probe     300 keys probed: 300 identical replays")
 	require.Contains(t, r.stdout, "exactly once: PASS")
 	require.NotContains(t, r.stderr, "managed Redis", "a warning about the demo's own embedded miniredis")
@@ -75,6 +75,13 @@ type stormReport struct {
 	} `json:"count"`
 }
 
+// stormTimeout is the --timeout of the storms run against serve in
+// process: each request's retries get 40s, 4x storm's default 10s, which a
+// loaded race build ran out of (.ci/stress with others' builds beside,
+// load ~25: attempts of p99 8s, keys left without a final answer). On a
+// quiet machine a storm ends in a second or two all the same.
+const stormTimeout = "40s"
+
 func TestStormPassesAgainstServe(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -100,7 +107,7 @@ func TestStormPassesAgainstServe(t *testing.T) {
 			r := runBin(t, 120*time.Second, append([]string{"storm", "--url", s.url + "/v1/payments",
 				"-H", "Authorization: Bearer sk_test_storm", "--body", payment,
 				"--keys", strconv.Itoa(keys), "--dups", strconv.Itoa(dups), "--concurrency", strconv.Itoa(keys * dups),
-				"--count-url", s.url + "/v1/stats", "--count-field", "provider_charges", "--json"}, tc.storm...)...)
+				"--count-url", s.url + "/v1/stats", "--count-field", "provider_charges", "--json", "--timeout", stormTimeout}, tc.storm...)...)
 			require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 			var rep stormReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)

@@ -34,25 +34,36 @@ outcome. Both show their TTL. Text from clients (key, label, recovery point,
 headers, body) is printed quoted, Go-style, so no control character reaches
 the terminal; --json prints it as JSON.
 
+--raw shows the record as Redis holds it instead, field by field, by the
+names of the storage specification (docs/spec.md, Spec ` + redisstore.SpecVersion + `):
+kind, flags, fingerprint, token, attempt, threshold, recovery_point,
+recovery_data, label and created of a started record; kind, flags,
+fingerprint, attempt, code and outcome of a completed one, with the outcome
+read as a stored HTTP response (version, body_omitted, compressed,
+dictionary_id, headers, body); its tombstone; a value it cannot read is
+shown as refused, with its bytes.
+
 ` + scopeAbout + `
 
 Redis comes from --redis (host:port[/db], or a redis://, rediss:// or
 unix:// URL), else $REDIS_URL, else 127.0.0.1:6379.
 
-Exit status: 0 when the record exists, 1 when it does not, 2 on a usage
-error or when Redis cannot be reached.
+Exit status: 0 when the record exists (with --raw: the record or its
+tombstone), 1 when it does not, 2 on a usage error or when Redis cannot be
+reached.
 `
 
 // bodyPreview is the most of a stored body the text output shows.
 const bodyPreview = 2048
 
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--dict FILE]... [--max-response-bytes N] [--json] KEY", inspectAbout, stderr)
+	fs := newFlagSet("inspect", "[--redis URL] [--prefix idem:] (--scope S | --bearer TOKEN | --authorization V) [--dict FILE]... [--max-response-bytes N] [--raw] [--json] KEY", inspectAbout, stderr)
 	var (
 		redisURL = redisFlag(fs, "Redis `address`: host:port[/db] or a redis:// or rediss:// URL; default $REDIS_URL, else 127.0.0.1:6379")
 		prefix   = fs.String("prefix", "idem:", "the store's key prefix (redisstore.Options.Prefix)")
 		names    = addRecordFlags(fs)
 		asJSON   = fs.Bool("json", false, "print the record as one JSON object")
+		raw      = fs.Bool("raw", false, "show the record as Redis holds it, by the names of docs/spec.md")
 		maxResp  = fs.Int("max-response-bytes", httpcore.DefaultMaxResponseBytes, "the middleware's Options.MaxResponseBytes: a stored body that decompresses to more (plus 64 KiB of headers) is shown as corrupt")
 		dicts    fileList
 	)
@@ -93,6 +104,9 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if *raw {
+		return inspectRaw(lctx, rdb, store, scope, key, *prefix, codec, *asJSON, stdout, stderr)
+	}
 	rec, err := store.Lookup(lctx, scope, key)
 	if errors.Is(err, redisstore.ErrNotFound) {
 		fmt.Fprintf(stderr, "idemkey inspect: no record for key %q in scope %q under prefix %q on %s: never claimed, released after a failure, expired, or another scope or prefix\n",

@@ -3,6 +3,7 @@
 //	idemkey demo                  a retry storm against the example payments API on embedded Redis
 //	idemkey serve [flags]         the example payments API, protected by ginmw
 //	idemkey storm --url URL ...   a retry-storm load tester for any Idempotency-Key endpoint
+//	idemkey check HISTORY...      re-judges the history a storm wrote (--history), offline
 //	idemkey inspect [flags] KEY   the idempotency record of one key
 //	idemkey ls [flags]            the records under a prefix, filtered by state and age
 //	idemkey forget [flags] KEY    forgets one key's record, so that it runs again
@@ -24,8 +25,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemkey/idemkey/internal/storm"
 	"github.com/idemkey/idemkey/internal/verify"
+	"github.com/idemkey/idemkey/storm"
 )
 
 const usage = `idemkey: retried requests, made safe.
@@ -34,6 +35,7 @@ Usage:
   idemkey demo [flags]              run a retry storm against the payments API on embedded Redis
   idemkey serve [flags]             serve the example payments API (examples/payments)
   idemkey storm --url URL [flags]   retry-storm any HTTP endpoint that takes Idempotency-Key
+  idemkey check [flags] HISTORY...  re-judge the history a storm wrote (--history), offline
   idemkey inspect [flags] KEY       show the idempotency record of a key
   idemkey ls [flags]                list the records under a prefix (--state, --older, --expired)
   idemkey forget [flags] KEY        forget the record of a key, so that its next request runs again
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, rest, stdout, stderr)
 	case "storm":
 		return storm.Command(ctx, rest, stdout, stderr)
+	case "check":
+		return storm.CheckCommand(rest, stdout, stderr)
 	case "inspect":
 		return inspect(ctx, rest, stdout, stderr)
 	case "ls":

@@ -28,7 +28,7 @@ func requireNoSecret(t *testing.T, what, out string) {
 	}
 }
 
-// Regression (issue 22.8): a --redis URL that did not parse was echoed
+// Regression: a --redis URL that did not parse was echoed
 // with its password by inspect, doctor (text and --json) and serve: url.Parse
 // quotes the whole URL, go-redis's ParseURL quotes the path, and doctor's
 // JSON named the server by the raw URL. Now no output of any command shows

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkey/idemkey/idemclient"
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 )
 
 // stormDemoConfig is what "idemkey demo --storm" runs.
@@ -162,12 +162,7 @@ func stormDemo(ctx context.Context, cfg stormDemoConfig, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "  %-22s %d\n", "provider deduplicated", st.ProviderDeduplicated)
 	fmt.Fprintf(stdout, "  %-22s %d\n", "charges slowed", slow.calls.Load())
 
-	peak, at := 0.0, 0
-	for _, s := range rep.Load.Timeline {
-		if a, ok := s.Amplification(); ok && a > peak {
-			peak, at = a, s.T
-		}
-	}
+	peak, at := rep.Load.PeakAmplification, rep.Load.PeakSecond
 	var problems []string
 	if v := rep.Verdict(); v != storm.VerdictPass {
 		problems = append(problems, "the storm's verdict is "+v)

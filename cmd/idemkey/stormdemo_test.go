@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkey/idemkey/internal/storm"
+	"github.com/idemkey/idemkey/storm"
 )
 
 // chromiumEnv makes the browser test fail, rather than skip, without

@@ -91,19 +91,19 @@ func TestVerifyPassesAgainstServe(t *testing.T) {
 		name    string
 		serve   []string
 		verify  []string
-		runs    int64 // payments the run makes
+		runs    int64 // payments the run makes: the concurrency check's, the fingerprint probes', the lost response's
 		results map[string]string
 	}{
 		{
 			name:  "count",
 			serve: []string{"--provider-latency", "10ms"},
-			runs:  1,
+			runs:  2,
 		},
 		{
 			name:   "drop-response",
 			serve:  []string{"--provider-latency", "10ms", "--faults"},
 			verify: []string{"--fault-header", "X-Demo-Fault: drop-response"},
-			runs:   2,
+			runs:   3,
 		},
 		{
 			// Duplicates get 409 at once; verify retries them after
@@ -111,7 +111,7 @@ func TestVerifyPassesAgainstServe(t *testing.T) {
 			name:   "409",
 			serve:  []string{"--provider-latency", "200ms", "--wait", "0s", "--faults"},
 			verify: []string{"--fault-header", "X-Demo-Fault: drop-response"},
-			runs:   2,
+			runs:   3,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestVerifyPassesAgainstServe(t *testing.T) {
 			require.Equal(t, "pass", v.Verdict)
 			want := map[string]string{"missing-key": "ok", "malformed-key": "ok", "concurrency": "ok", "replay": "ok",
 				"mismatch": "ok", "side-effects": "ok", "lost-response": "skip"}
-			if tc.runs == 2 {
+			if tc.runs == 3 {
 				want["lost-response"] = "ok"
 			}
 			require.Equal(t, want, v.results(), r.stdout)
@@ -198,7 +198,7 @@ func TestVerifyPassesAgainstAReferenceServer(t *testing.T) {
 	v, r, s := verifyRef(t, &refserver.Server{})
 	require.Equal(t, 0, r.code, r.stdout)
 	require.Equal(t, "pass", v.Verdict)
-	require.Equal(t, int64(1), s.Runs())
+	require.Equal(t, int64(2), s.Runs(), "the concurrency check's run and the fingerprint probes'")
 	// This server hashes the body's bytes: the probe says so.
 	require.True(t, strings.HasPrefix(v.Observed.Fingerprint.Canonical, "no, the body's bytes are hashed"), v.Observed.Fingerprint.Canonical)
 }
@@ -227,7 +227,7 @@ func TestVerifyFailsWhenTheBodyIsIgnored(t *testing.T) {
 		"mismatch": "fail", "side-effects": "ok", "lost-response": "skip"}, v.results(), r.stdout)
 	require.Contains(t, v.failed("mismatch"), "422 for the same key with another body ($.amount: 1200 -> 1201): 201 replayed")
 	require.True(t, strings.HasPrefix(v.Observed.Fingerprint.Body, "not covered"), v.Observed.Fingerprint.Body)
-	require.Equal(t, int64(1), s.Runs())
+	require.Equal(t, int64(2), s.Runs(), "the concurrency check's run and the fingerprint probes'")
 }
 
 func TestVerifyFailsWhenAMissingKeyRuns(t *testing.T) {
@@ -279,7 +279,7 @@ func TestVerifyFailsWhenReplaysAreUnmarked(t *testing.T) {
 	require.Equal(t, "fail", res["concurrency"], r.stdout)
 	require.Equal(t, "ok", res["side-effects"], r.stdout)
 	require.Contains(t, v.failed("replay"), "marked Idempotent-Replayed: true: 201 (application/json")
-	require.Equal(t, int64(1), s.Runs())
+	require.Equal(t, int64(2), s.Runs(), "the concurrency check's run and the fingerprint probes'")
 }
 
 func TestVerifyRetries409s(t *testing.T) {
@@ -291,7 +291,7 @@ func TestVerifyRetries409s(t *testing.T) {
 	require.Equal(t, map[string]int{"0.2": c.InProgress}, c.RetryAfter)
 	require.Equal(t, 1, c.Originals)
 	require.Equal(t, 9, c.Replays)
-	require.Equal(t, int64(1), s.Runs())
+	require.Equal(t, int64(2), s.Runs(), "the concurrency check's run and the fingerprint probes'")
 
 	// Without Retry-After, verify still retries (with backoff), and says so.
 	v, r, _ = verifyRef(t, &refserver.Server{Conflict: "-", Hold: 4}, "--parallel", "5")
@@ -330,4 +330,59 @@ func TestVerifyUsage(t *testing.T) {
 	r := runBin(t, 30*time.Second, "verify", "-h")
 	require.Equal(t, 0, r.code)
 	require.Contains(t, r.stderr, "--fault-header")
+}
+
+// --same-caller-header sends the concurrency check's key again as the same
+// caller with another credential: a server that scopes keys by caller
+// replays it; one that scopes them by the credential (as idemkey's default
+// scope does) runs it again, and the check fails naming Options.Scope.
+func TestVerifySameCallerHeader(t *testing.T) {
+	tokens := map[string]string{"Bearer alice": "alice", "Bearer alice-refreshed": "alice"}
+	args := []string{"-H", "Authorization: Bearer alice", "--same-caller-header", "Authorization: Bearer alice-refreshed"}
+
+	v, r, s := verifyRef(t, &refserver.Server{Callers: tokens}, args...)
+	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Equal(t, "ok", v.results()["same-caller"], r.stdout)
+	require.Equal(t, int64(2), s.Runs(), "the refreshed token ran nothing")
+
+	v, r, s = verifyRef(t, &refserver.Server{}, args...)
+	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Equal(t, "fail", v.results()["same-caller"], r.stdout)
+	require.Contains(t, v.failed("same-caller"), "the same caller with another credential gets the first answer replayed: marked Idempotent-Replayed: true: 201")
+	require.Contains(t, v.failed("same-caller"), "nothing ran again: runs +1")
+	var evidence []string
+	for _, c := range v.Checks {
+		if c.Name == "same-caller" {
+			evidence = c.Evidence
+		}
+	}
+	require.Len(t, evidence, 1)
+	require.Contains(t, evidence[0], "set Options.Scope to the authenticated caller")
+	require.Equal(t, int64(3), s.Runs())
+
+	// Without the flag the check is not in the report: verify's output is
+	// what it was.
+	v, r, _ = verifyRef(t, &refserver.Server{})
+	require.Equal(t, 0, r.code, r.stdout)
+	require.NotContains(t, v.results(), "same-caller")
+
+	for _, bad := range [][]string{
+		{"-H", "Authorization: Bearer alice", "--same-caller-header", "Authorization: Bearer alice"},
+		{"--same-caller-header", "Idempotency-Key: k"},
+		{"--side-effects-per-run", "-1", "--count-url", "http://127.0.0.1:1/stats", "--count-field", "n"},
+		{"--side-effects-per-run", "0"},
+	} {
+		r := runBin(t, 30*time.Second, append([]string{"verify", "--url", "http://127.0.0.1:1/pay"}, bad...)...)
+		require.Equal(t, 2, r.code, "%v: %s", bad, r.stderr)
+	}
+}
+
+// --side-effects-per-run 0: an outcome with no side effect passes the
+// count's checks when the counter does not move.
+func TestVerifySideEffectsPerRun(t *testing.T) {
+	url := startRef(t, &refserver.Server{})
+	v, r := runVerifyBin(t, "--url", url+"/pay", "--body", payment, "--count-url", url+"/stats", "--count-field", "runs",
+		"--side-effects-per-run", "0")
+	require.Equal(t, 1, r.code, "the reference server moves its counter once per run:\n%s", r.stdout)
+	require.Contains(t, v.failed("side-effects"), "the counter rose by exactly 0: runs 0 -> 1 (+1)")
 }

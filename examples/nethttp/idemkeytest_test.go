@@ -38,9 +38,10 @@ func TestIdempotencyKit(t *testing.T) {
 				SideEffects: s.orderCount,
 				Redis:       rdb,
 			})
-			// concurrency, lost-response, scope (bob's); each shipped once.
-			if n, shipped := s.orderCount(), len(s.warehouse.shipments); n != 3 || shipped != 3 {
-				t.Errorf("%d orders, %d shipments, want 3 of each", n, shipped)
+			// concurrency, the fingerprint probes' own key, lost-response,
+			// scope (bob's); each shipped once.
+			if n, shipped := s.orderCount(), len(s.warehouse.shipments); n != 4 || shipped != 4 {
+				t.Errorf("%d orders, %d shipments, want 4 of each", n, shipped)
 			}
 		})
 	}

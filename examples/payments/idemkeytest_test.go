@@ -40,10 +40,10 @@ func TestIdempotencyKit(t *testing.T) {
 			Crash:       func(r *http.Request) { r.Header.Set(payments.FaultHeader, payments.FaultCrashAfterCharge) },
 			Redis:       rdb,
 		})
-		// concurrency, lost-response, scope (bob's), crash-resume: one
-		// charge and one payment each.
-		if s := stats(); s.ProviderCharges != 4 || s.PaymentsCreated != 4 {
-			t.Errorf("stats %+v, want 4 charges and 4 payments", s)
+		// concurrency, the fingerprint probes' own key, lost-response,
+		// scope (bob's), crash-resume: one charge and one payment each.
+		if s := stats(); s.ProviderCharges != 5 || s.PaymentsCreated != 5 {
+			t.Errorf("stats %+v, want 5 charges and 5 payments", s)
 		}
 	})
 }

@@ -260,6 +260,9 @@ func TestRefusedBeforeAnyClaim(t *testing.T) {
 			{"no key", 400, []string{"Authorization", "Bearer alice"}, body1},
 			{"malformed json", 400, []string{"Authorization", "Bearer alice", "Idempotency-Key", "r3"}, `{"amount": 1200,`},
 			{"unknown fault", 400, []string{"Authorization", "Bearer alice", "Idempotency-Key", "r4", payments.FaultHeader, "meteor"}, body1},
+			// Two Idempotency-Key fields merged by an intermediary, as the
+			// draft's compliance suite sends it.
+			{"key with commas", 400, []string{"Authorization", "Bearer alice", "Idempotency-Key", "key,with,commas,longer-than-twenty-chars"}, body1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				r := e.must(http.MethodPost, "/v1/payments", tc.body, tc.hdr...)
@@ -267,6 +270,10 @@ func TestRefusedBeforeAnyClaim(t *testing.T) {
 				require.Empty(t, r.header.Get("Idempotent-Replayed"))
 				if tc.status == 401 {
 					require.Equal(t, "Bearer", r.header.Get("WWW-Authenticate"))
+				}
+				if tc.name == "key with commas" {
+					require.Contains(t, r.body, `"type":"https://github.com/idemkey/idemkey/blob/main/docs/problems.md#key-malformed"`)
+					require.Contains(t, r.body, `#section-2.1"`)
 				}
 			})
 		}

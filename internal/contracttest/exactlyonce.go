@@ -1,7 +1,7 @@
 package contracttest
 
-// Regression tests for issue 9 (exactly once on every path) and issue 18
-// (safe defaults); each failed on the middleware before its fix.
+// Regression tests for exactly once on every path and for safe defaults;
+// each failed on the middleware before its fix.
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/internal/syncbuf"
 )
 
 func runExactlyOnce(t *testing.T, mount Mount, b backend) {
@@ -56,6 +58,39 @@ func runExactlyOnce(t *testing.T, mount Mount, b backend) {
 			require.Equal(t, "scope-required", r.problemType(t))
 		}
 		require.Zero(t, e.app.runsOf(key), "nothing ran")
+	})
+
+	t.Run("the default scope warns once, at first use, that a refreshed credential runs the retry again", func(t *testing.T) {
+		var logged syncbuf.Buffer
+		e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))}})
+		key := newKey()
+		for _, token := range []string{"alice-1", "alice-2", "alice-3"} {
+			r := e.do(req{key: key, body: `{"a":1}`, auth: "Bearer " + token})
+			require.Equal(t, http.StatusCreated, r.status)
+			require.False(t, r.replayed(), "the default scope follows the credential: a refreshed token is a new scope")
+		}
+		require.Equal(t, 3, e.app.runsOf(key))
+		lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+		var warned []string
+		for _, l := range lines {
+			if strings.Contains(l, "default scope") {
+				warned = append(warned, l)
+			}
+		}
+		require.Len(t, warned, 1, "once per middleware: %s", logged.String())
+		for _, want := range []string{"level=WARN", "refresh", "Options.Scope"} {
+			require.Contains(t, warned[0], want)
+		}
+
+		for name, scope := range map[string]func(*http.Request) (string, error){
+			"a Scope of its own": func(*http.Request) (string, error) { return "alice", nil },
+			"SharedScope":        httpmw.SharedScope("everyone"),
+		} {
+			var logged syncbuf.Buffer
+			e := newEnv(t, b, mount, envConfig{opts: httpmw.Options{Scope: scope, Logger: slog.New(slog.NewTextHandler(&logged, nil))}})
+			require.Equal(t, http.StatusCreated, e.do(req{key: newKey(), body: `{"a":1}`}).status, name)
+			require.NotContains(t, logged.String(), "default scope", name)
+		}
 	})
 
 	t.Run("SharedScope is the explicit opt-in for one scope for all", func(t *testing.T) {

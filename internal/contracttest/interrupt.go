@@ -1,6 +1,6 @@
 package contracttest
 
-// Regression tests for issue 22 item 1: a run cut off before it answered
+// Regression tests for runs cut off before they answered: a run cut off
 // (Shutdown, MaxDuration, a lease lost by its own clock) may have done its
 // side effect, so its record is kept and the retry takes it over as the
 // next attempt. Each failed on the middleware before its fix (the key was

@@ -1,6 +1,6 @@
 package contracttest
 
-// Issue 13 (bytes per record): compressed stored responses, dictionaries
+// Bytes per record: compressed stored responses, dictionaries
 // and their rotation, records written by the previous release, and the
 // tombstone that outlives an outcome.
 

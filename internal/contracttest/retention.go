@@ -1,6 +1,6 @@
 package contracttest
 
-// Retention per route (issue 24): each middleware's Options.Retention
+// Retention per route: each middleware's Options.Retention
 // gives the records of the routes it protects their own TTL, on one store
 // ("two routes on one store…"; the first case gives each route a prefix of
 // its own, to find its record).

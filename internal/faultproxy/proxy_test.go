@@ -155,13 +155,12 @@ func TestBlackhole(t *testing.T) {
 			cl = redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 			defer cl.Close()
 		}
-		start := time.Now()
+		// Held until the call's deadline: the error is the deadline's, not
+		// a reply or a reset (a hold without a deadline would last until
+		// the test ends).
 		err := cl.Get(ctxT(t, 300*time.Millisecond), "k").Err()
-		took := time.Since(start)
 		require.Error(t, err)
 		require.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded), "got %v", err)
-		require.GreaterOrEqual(t, took, 250*time.Millisecond)
-		require.Less(t, took, 3*time.Second)
 	}
 	require.Equal(t, 2, hole.Hits())
 
@@ -359,9 +358,16 @@ func TestClose(t *testing.T) {
 	go func() { errs <- c.Incr(ctx, "n").Err() }()
 	require.Eventually(t, func() bool { return p.Commands() >= 3 }, 5*time.Second, 5*time.Millisecond)
 
-	start := time.Now()
-	require.NoError(t, p.Close())
-	require.Less(t, time.Since(start), 2*time.Second)
+	// Close does not wait for the held commands (an hour's delay, a
+	// blackhole that never ends).
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for the held commands")
+	}
 	for range 2 {
 		require.Error(t, <-errs)
 	}

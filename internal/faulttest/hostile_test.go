@@ -70,6 +70,9 @@ func hostileBodies(t *testing.T, v via) {
 		start := time.Now()
 		status := rawRequest(t, a.srv.URL, head(100), `{"amount":`, nil) // then silence
 		require.Contains(t, status, "408")
+		// The bound is the behaviour: BodyTimeout (300ms) ends a body
+		// that never comes (the request would wait for the test's end);
+		// 5s is 16x.
 		require.Less(t, time.Since(start), 5*time.Second)
 		require.Equal(t, before, dbsize())
 		require.Zero(t, a.total())
@@ -299,10 +302,9 @@ func handlerMaxDuration(t *testing.T, v via) {
 			}
 			w.WriteHeader(http.StatusCreated)
 		})
-	start := time.Now()
 	code, _, _ := send(t, a.srv.URL, "stuck", "{}")
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Less(t, time.Since(start), 5*time.Second)
+	// Cut off by MaxDuration: the cause, not the time, says so.
 	require.True(t, errors.Is(<-causes, redisstore.ErrMaxDuration))
 	code, replayed, _ := send(t, a.srv.URL, "stuck", "{}")
 	require.Equal(t, http.StatusCreated, code, "the key was released")

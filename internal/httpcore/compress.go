@@ -198,8 +198,10 @@ func (c *ResponseCodec) appendFields(dst []byte, fs []hfield, body []byte, omitt
 
 // Decode decodes a stored response with its status code: either version,
 // compressed or not. It returns ErrCorruptResponse for bytes that are not a
-// stored response, and ErrUnknownDictionary (wrapped) for one compressed
-// with a dictionary c does not hold.
+// stored response, ErrUnknownResponseVersion (wrapped; an
+// ErrCorruptResponse too) for a version or flags it does not read, and
+// ErrUnknownDictionary (wrapped) for one compressed with a dictionary c
+// does not hold.
 func (c *ResponseCodec) Decode(status int, b []byte) (*StoredResponse, error) {
 	if len(b) == 0 {
 		return nil, ErrCorruptResponse
@@ -208,7 +210,7 @@ func (c *ResponseCodec) Decode(status int, b []byte) (*StoredResponse, error) {
 		return decodeV1(status, b)
 	}
 	if b[0]&^flagsV2 != responseV2 {
-		return nil, ErrCorruptResponse
+		return nil, fmt.Errorf("%w (first byte %#02x)", ErrUnknownResponseVersion, b[0])
 	}
 	r := &StoredResponse{Status: status, BodyOmitted: b[0]&flagBodyOmitted != 0, Compressed: b[0]&flagCompressed != 0}
 	payload := b[1:]

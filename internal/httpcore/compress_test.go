@@ -328,8 +328,8 @@ func TestFrameOverhead(t *testing.T) {
 }
 
 // TestDecodeBoundedByMaxResponseBytes: a stored response may decompress to
-// no more than MaxResponseBytes plus HeaderAllowance (issue 22 item 9: a
-// few hundred bytes of record inflated to megabytes).
+// no more than MaxResponseBytes plus HeaderAllowance (a decompression
+// bomb: a few hundred bytes of record inflated to megabytes).
 func TestDecodeBoundedByMaxResponseBytes(t *testing.T) {
 	codec := func(compress bool, max int) *ResponseCodec {
 		c, err := NewResponseCodec(Compression{On: compress, MaxResponseBytes: max})

@@ -22,6 +22,12 @@ import (
 // scopeHint makes the scope configuration hint once per process.
 var scopeHint sync.Once
 
+// defaultScopeHint is what a Guard on the default scope logs at its first
+// use: the hazard of a scope that follows the credential.
+const defaultScopeHint = "idemkey: the default scope is in use: it hashes the request's Authorization (or X-API-Key) header, " +
+	"so a client that refreshes its token between two tries of one operation lands in a new scope and its retry runs again. " +
+	"Set Options.Scope to your authenticated caller (a user or account ID); the default suits long-lived API keys only."
+
 // orderHint names the likely cause of a Scope that finds no caller.
 const orderHint = "If logged-in users get this, the idempotency middleware probably runs before your authentication " +
 	"middleware, so the caller is not known yet: mount it after (Gin: after the auth middleware in r.Use or in the route's " +
@@ -35,14 +41,15 @@ var ErrShutdown = errors.New("idemkey: server shutting down")
 // adapters in ginmw and httpmw call Begin before the application handler
 // and Exchange.Finish after it. A Guard is safe for concurrent use.
 type Guard struct {
-	store     *redisstore.Store
-	o         Config
-	omit      map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
-	hintScope *sync.Once       // the configuration hint about scopes, logged once per process
-	hintOrder sync.Once        // the hint about the order of middleware, logged once per Guard
-	limit     logLimit         // the lines of a store that cannot be used: once per cause per minute
-	obs       observe.Observer // the store's; nil when nobody observes
-	lease     time.Duration    // the store's
+	store       *redisstore.Store
+	o           Config
+	omit        map[string]bool  // response headers never stored: always-omitted ones and Options.OmitHeaders
+	hintScope   *sync.Once       // the configuration hint about scopes, logged once per process
+	hintOrder   sync.Once        // the hint about the order of middleware, logged once per Guard
+	hintDefault sync.Once        // defaultScopeHint, logged once per Guard at the default scope's first use
+	limit       logLimit         // the lines of a store that cannot be used: once per cause per minute
+	obs         observe.Observer // the store's; nil when nobody observes
+	lease       time.Duration    // the store's
 	// running is cancelled ShutdownGrace after Options.Shutdown: the
 	// handlers still running are then cancelled. Nil without
 	// Options.Shutdown.
@@ -381,6 +388,9 @@ func (h *Guard) scope(r *http.Request, c any) (string, *problem) {
 				"Return the authenticated caller (an account or user ID), or an error when there is none. " + orderHint)
 		})
 		return "", &problemScopeRequired
+	}
+	if h.o.defaultScope {
+		h.hintDefault.Do(func() { h.o.Logger.Warn(defaultScopeHint) })
 	}
 	return scope, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -17,88 +18,81 @@ import (
 )
 
 // TestClock: a call's Done closes after its deadline, never before, and
-// at most a tick (plus the timer's own lateness) after; calls within one
-// tick share a channel; every tick opened is closed.
+// less than a tick after; calls within one tick share a channel; every
+// tick opened is closed. On synctest's clock, so that the lateness is the
+// clock's own, not the machine's.
 func TestClock(t *testing.T) {
-	k := newClock(60 * time.Millisecond) // ticks of 1ms
-	require.Equal(t, time.Millisecond, k.tick)
+	synctest.Test(t, func(t *testing.T) {
+		k := newClock(60 * time.Millisecond) // ticks of 1ms
+		require.Equal(t, time.Millisecond, k.tick)
 
-	var wg sync.WaitGroup
-	late := make(chan time.Duration, 400)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 50 {
-				c := &callCtx{}
-				c.init(context.Background(), k)
-				dl, ok := c.Deadline()
-				require.True(t, ok)
-				require.NoError(t, c.Err(), "not done before its deadline")
-				if (g+i)%10 == 0 { // some wait for theirs
-					select {
-					case <-c.Done():
-					case <-time.After(10 * time.Second):
-						t.Error("Done never closed")
-						return
+		var wg sync.WaitGroup
+		late := make(chan time.Duration, 400)
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 50 {
+					c := &callCtx{}
+					c.init(context.Background(), k)
+					dl, ok := c.Deadline()
+					require.True(t, ok)
+					require.NoError(t, c.Err(), "not done before its deadline")
+					if (g+i)%10 == 0 { // some wait for theirs
+						<-c.Done()
+						now := time.Now()
+						require.False(t, now.Before(dl), "Done closed %v before the deadline", dl.Sub(now))
+						require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
+						late <- now.Sub(dl)
 					}
-					now := time.Now()
-					require.False(t, now.Before(dl), "Done closed %v before the deadline", dl.Sub(now))
-					require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
-					late <- now.Sub(dl)
+					time.Sleep(100 * time.Microsecond)
 				}
-				time.Sleep(100 * time.Microsecond)
-			}
-		}()
-	}
-	wg.Wait()
-	close(late)
-	for d := range late {
-		// A tick late at most, plus the timer's lateness on a busy machine
-		// (a ceiling that holds at 4x slowdown).
-		require.Less(t, d, 250*time.Millisecond)
-	}
-
-	// Calls in one tick share one channel.
-	now := time.Now()
-	_, a := k.at(now)
-	_, b := k.at(now)
-	require.Equal(t, a, b)
-
-	// Every tick closes: nothing is left open.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		k.mu.Lock()
-		open := len(k.open)
-		k.mu.Unlock()
-		if open == 0 {
-			break
+			})
 		}
-		require.True(t, time.Now().Before(deadline), "%d ticks never closed", open)
-		time.Sleep(5 * time.Millisecond)
-	}
+		wg.Wait()
+		close(late)
+		n := 0
+		for d := range late {
+			n++
+			require.Less(t, d, k.tick, "closed a tick or more after the deadline")
+		}
+		require.Equal(t, 40, n)
+
+		// Calls in one tick share one channel.
+		now := time.Now()
+		_, a := k.at(now)
+		_, b := k.at(now)
+		require.Equal(t, a, b)
+
+		// Every tick closes: nothing is left open once the last deadline
+		// has passed.
+		time.Sleep(k.d + k.tick)
+		synctest.Wait()
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		require.Empty(t, k.open, "ticks never closed")
+	})
 }
 
 // TestClockOutOfOrder: a call whose deadline comes before the latest
 // tick handed out (it took its start time, then lost the CPU) gets a tick
-// of its own, not the later one.
+// of its own, not the later one, which closes first; neither closes
+// before its deadline (synctest's clock).
 func TestClockOutOfOrder(t *testing.T) {
-	k := newClock(time.Second) // ticks of 3.9ms
-	now := time.Now()
-	dlLate, late := k.at(now.Add(50 * time.Millisecond))
-	dlEarly, early := k.at(now)
-	require.NotEqual(t, late, early)
-	select {
-	case <-early:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the earlier deadline never closed")
-	}
-	require.False(t, time.Now().Before(dlEarly))
-	select {
-	case <-late:
+	synctest.Test(t, func(t *testing.T) {
+		k := newClock(time.Second) // ticks of 3.9ms
+		now := time.Now()
+		dlLate, late := k.at(now.Add(50 * time.Millisecond))
+		dlEarly, early := k.at(now)
+		require.NotEqual(t, late, early)
+		<-early
+		require.False(t, time.Now().Before(dlEarly))
+		select {
+		case <-late:
+			t.Fatal("the later tick closed with the earlier")
+		default:
+		}
+		<-late
 		require.False(t, time.Now().Before(dlLate), "the later tick closed early")
-	default:
-	}
+	})
 }
 
 // TestCallCtxValues: a call's context has its parent's values and none of

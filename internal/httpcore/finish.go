@@ -72,7 +72,10 @@ func (x *Exchange) Finish(panicked any) {
 // the key is released (a record with history keeps it even so).
 func (x *Exchange) giveUp(ctx context.Context, panicked any) error {
 	h, l := x.h, x.info.Lease
-	if panicked != nil {
+	switch {
+	case panicked == errExited:
+		h.o.Logger.Warn("idemkey: the handler exited (runtime.Goexit) without answering; its key is released", "attempt", l.Attempt)
+	case panicked != nil:
 		h.o.Logger.Warn("idemkey: the handler panicked; its key is released", "panic", panicked, "attempt", l.Attempt)
 	}
 	if cause := context.Cause(x.Request.Context()); cause != nil {

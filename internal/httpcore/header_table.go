@@ -2,11 +2,13 @@ package httpcore
 
 // The header names and values that a version 2 stored response names by
 // index (see response.go). Stored responses live for the retention, and a
-// newer release must read what an older one wrote: these lists are
-// APPEND-ONLY. Never remove, reorder or change an entry; add new ones at the
-// end. An index past the end of the list is a corrupt response, so a
-// response that names an entry added later cannot be misread by an older
-// release: it fails to decode instead.
+// newer release must read what an older one wrote: never remove, reorder or
+// change an entry. docs/spec.md (§11.3) lists them, and they are frozen for
+// Spec 1: an index past the end of a list is a corrupt response, which an
+// older release refuses, so an entry added is a change an older reader
+// cannot read, a new major version of the format (docs/spec.md §2), and
+// needs a new response version byte. TestSpecHeaderTables holds the spec's
+// lists to these.
 //
 // Names are in canonical form (http.CanonicalHeaderKey), as http.Header
 // keeps them; a name stored in another spelling is stored literally.

@@ -32,7 +32,7 @@ func TestParseKey(t *testing.T) {
 		strings.Repeat("k", 255):               strings.Repeat("k", 255),
 		`"` + strings.Repeat("k", 255) + `"`:   strings.Repeat("k", 255),
 		`"` + strings.Repeat(`\\`, 255) + `"`:  strings.Repeat(`\`, 255),
-		"a,b":                                  "a,b",
+		`"a,b"`:                                "a,b",
 		"~!#$%&'()*+-./0123456789:;<=>?@[]^_`{|}": "~!#$%&'()*+-./0123456789:;<=>?@[]^_`{|}",
 	}
 	for in, want := range valid {
@@ -43,12 +43,26 @@ func TestParseKey(t *testing.T) {
 	invalid := []string{
 		"", " ", `""`, `"`, `"abc`, `"abc"x`, `"abc";p=1`, `"a\b"`, `"a\`, "a b", "a\x00b", "a\x7fb", "a\nb",
 		"ключ", `"ключ"`, "a\"b", `a\b`, strings.Repeat("k", 256), `"` + strings.Repeat("k", 256) + `"`,
-		"\r\nX-Injected: 1", `"a` + "\x01" + `"`,
+		"\r\nX-Injected: 1", `"a` + "\x01" + `"`, "a,b", "key,with,commas,longer-than-twenty-chars", "a, b", ",",
 	}
 	for _, in := range invalid {
 		_, err := ParseKey(in)
 		require.ErrorIs(t, err, ErrKey, "%q", in)
 	}
+}
+
+// A comma in a bare key is what an intermediary makes of two Idempotency-Key
+// fields merged into one line: ParseKey refuses it, saying so, rather than
+// take two keys for a third.
+func TestParseKeyRefusesCommaInBareKey(t *testing.T) {
+	_, err := ParseKey("key,with,commas,longer-than-twenty-chars")
+	var ke *KeyError
+	require.ErrorAs(t, err, &ke)
+	require.Equal(t, "the key has a comma at position 4: a bare key cannot hold one, as a comma is what an intermediary "+
+		"puts between two Idempotency-Key fields it merges (quote the key as an RFC 8941 string to include a comma)", ke.Reason)
+	k, err := ParseKey(`"key,with,commas"`)
+	require.NoError(t, err)
+	require.Equal(t, "key,with,commas", k)
 }
 
 // FuzzParseKey checks ParseKey's promises on any input: an accepted key is 1
@@ -73,6 +87,9 @@ func FuzzParseKey(f *testing.F) {
 			if k[i] < ' ' || k[i] > '~' {
 				t.Fatalf("ParseKey(%q) = %q: non-printable byte", in, k)
 			}
+		}
+		if bare := strings.Trim(in, " \t"); !strings.HasPrefix(bare, `"`) && strings.Contains(k, ",") {
+			t.Fatalf("ParseKey(%q) = %q: a bare key with a comma", in, k)
 		}
 		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(k) + `"`
 		if k2, err := ParseKey(quoted); err != nil || k2 != k {

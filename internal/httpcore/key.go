@@ -25,13 +25,20 @@ func (e *KeyError) Error() string { return ErrKey.Error() + ": " + e.Reason }
 // Is reports whether target is ErrKey.
 func (e *KeyError) Is(target error) bool { return target == ErrKey }
 
+// commaReason says why a bare key may not hold a comma.
+const commaReason = "a bare key cannot hold one, as a comma is what an intermediary puts between two Idempotency-Key fields " +
+	"it merges (quote the key as an RFC 8941 string to include a comma)"
+
 // ParseKey decodes the value of an Idempotency-Key header: either a bare
 // token of visible ASCII characters (as Stripe's clients send it) or an RFC
 // 8941 sf-string ("..." with \" and \\ escapes, as the IETF httpapi draft
 // specifies). Both forms name the same key: abc and "abc" are equal. The key
 // must be 1 to MaxKeyLen characters; a bare token may not contain spaces,
-// quotes or backslashes, and an sf-string may not have parameters.
-// Surrounding spaces and tabs are ignored. Its errors are *KeyError.
+// quotes, backslashes or commas (an intermediary that merges two
+// Idempotency-Key fields into one joins them with a comma, which would make
+// two keys a third), and an sf-string may not have parameters; an
+// sf-string may hold a comma. Surrounding spaces and tabs are ignored. Its
+// errors are *KeyError.
 func ParseKey(v string) (string, error) {
 	k, err := parseKey(v)
 	if err != nil {
@@ -48,8 +55,11 @@ func parseKey(v string) (string, *KeyError) {
 	}
 	if v[0] != '"' {
 		for i := 0; i < len(v); i++ {
-			if c := v[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			switch c := v[i]; {
+			case c <= ' ' || c >= 0x7f || c == '"' || c == '\\':
 				return "", errorf("the key has a character other than visible ASCII at position %d (quote it as an RFC 8941 string to include spaces)", i+1)
+			case c == ',':
+				return "", errorf("the key has a comma at position %d: %s", i+1, commaReason)
 			}
 		}
 		if len(v) > MaxKeyLen {

@@ -35,7 +35,7 @@ func (r *routes) Event(_ context.Context, e *observe.Event) {
 
 func (*routes) Redis(context.Context, *observe.Call) {}
 
-// Regression (issue 22.4): where no route pattern was known, the route of
+// Regression: where no route pattern was known, the route of
 // an event was the request's path, chosen by the client: any bytes (POST
 // /%FF is not valid UTF-8) and a series per path in the metrics. Now it is
 // the pattern, or the method and "unmatched". (Gin: ginmw's

@@ -21,6 +21,10 @@ type adapterConfig struct {
 	// codec stores and replays responses, compressed as Compress and
 	// Dictionaries say; withDefaults makes it.
 	codec *ResponseCodec
+
+	// defaultScope says that Scope was not set: withDefaults put
+	// DefaultScope there, whose hazard the Guard logs at first use.
+	defaultScope bool
 }
 
 // DefaultProblemBase is the default Options.ProblemBase: the problem types
@@ -96,6 +100,7 @@ func (o Config) withDefaults() Config {
 	}
 	if o.Scope == nil {
 		o.Scope = func(r *http.Request, _ any) (string, error) { return DefaultScope(r) }
+		o.defaultScope = true
 	}
 	if o.Challenge == "" {
 		o.Challenge = "Bearer"

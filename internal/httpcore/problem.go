@@ -14,15 +14,23 @@ type problem struct {
 	title      string
 	detail     string
 	retryAfter time.Duration // sent as Retry-After when set
+	// section is the section of the IETF Idempotency-Key draft the problem
+	// answers ("section-2.1"), sent as the spec member; "" for none.
+	section string
 }
+
+// DraftURL is the IETF httpapi Idempotency-Key draft the key problems cite:
+// their spec member is it with the section's anchor. The version is pinned
+// so that a section number always means what it meant when written.
+const DraftURL = "https://www.ietf.org/archive/id/draft-ietf-httpapi-idempotency-key-header-07.html"
 
 // The problem types, one stable slug per case: this is their one catalogue,
 // and docs/problems.md documents each (a test holds the two together). A
 // problem whose status or detail depends on the request is a template here,
 // completed with the detail format beside it.
 var (
-	problemKeyMissing   = problem{status: http.StatusBadRequest, slug: "key-missing", title: "Idempotency key missing"}
-	problemKeyMalformed = problem{status: http.StatusBadRequest, slug: "key-malformed", title: "Idempotency key malformed"}
+	problemKeyMissing   = problem{status: http.StatusBadRequest, slug: "key-missing", title: "Idempotency key missing", section: "section-2.1"}
+	problemKeyMalformed = problem{status: http.StatusBadRequest, slug: "key-malformed", title: "Idempotency key malformed", section: "section-2.1"}
 	problemScope        = problem{status: http.StatusUnauthorized, slug: "caller-unknown", title: "Caller not identified",
 		detail: "The caller could not be identified, and idempotency keys belong to a caller. Authenticate and retry with the same key."}
 	problemScopeRequired = problem{status: http.StatusInternalServerError, slug: "scope-required", title: "Caller scope not configured",
@@ -36,9 +44,11 @@ var (
 		detail: "The request body could not be read in full (truncated or aborted). Nothing was processed or stored; retry with the same key."}
 	problemJSONMalformed = problem{status: http.StatusBadRequest, slug: "json-malformed", title: "Malformed JSON body"}
 	problemInProgress    = problem{status: http.StatusConflict, slug: "request-in-progress", title: "Request in progress",
-		detail: "A request with this idempotency key is still being processed. Retry with the same key after Retry-After seconds to get its response."}
+		detail:  "A request with this idempotency key is still being processed. Retry with the same key after Retry-After seconds to get its response.",
+		section: "section-2.6"}
 	problemKeyReused = problem{status: http.StatusUnprocessableEntity, slug: "key-reused", title: "Idempotency key reused",
-		detail: "This idempotency key was already used for a different request (another method, path, query or body). Use a new key for a new request; retries must send exactly the same request."}
+		detail:  "This idempotency key was already used for a different request (another method, path, query or body). Use a new key for a new request; retries must send exactly the same request.",
+		section: "section-2.2"}
 	problemUnavailable = problem{status: http.StatusServiceUnavailable, slug: "store-unavailable", title: "Idempotency store unavailable",
 		detail: "The request was not processed because its idempotency key could not be checked. Retry with the same key after Retry-After seconds."}
 	problemShuttingDown = problem{status: http.StatusServiceUnavailable, slug: "shutting-down", title: "Server shutting down",
@@ -61,7 +71,7 @@ var catalogue = []*problem{&problemKeyMissing, &problemKeyMalformed, &problemSco
 // The details of the problems that say something of the request.
 const (
 	detailKeyMissing       = "This endpoint requires the %s header: a unique value per operation (a UUID works), sent again unchanged on every retry."
-	detailKeyMalformed     = "The %s header is malformed: %s. Send 1 to %d visible ASCII characters (a UUID works), as a bare value or an RFC 8941 quoted string."
+	detailKeyMalformed     = "The %s header is malformed: %s. Send 1 to %d visible ASCII characters (a UUID works), as a bare value without spaces, quotes, backslashes or commas, or as an RFC 8941 quoted string."
 	detailBodyTooLarge     = "The request body exceeds %d bytes. Nothing was processed or stored."
 	detailResponseTooLarge = "The original response had a body of %d bytes, more than the %d bytes kept for replay. The request ran once and this is its status; its body cannot be sent again."
 )
@@ -71,11 +81,18 @@ type problemBody struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Spec links the draft's section the problem answers (an RFC 9457
+	// extension member), for the key's problems.
+	Spec string `json:"spec,omitempty"`
 }
 
 // body returns p as JSON.
 func (p *problem) body(base string) []byte {
-	b, _ := json.Marshal(problemBody{Type: base + p.slug, Title: p.title, Status: p.status, Detail: p.detail})
+	pb := problemBody{Type: base + p.slug, Title: p.title, Status: p.status, Detail: p.detail}
+	if p.section != "" {
+		pb.Spec = DraftURL + "#" + p.section
+	}
+	b, _ := json.Marshal(pb)
 	return b
 }
 

@@ -27,4 +27,17 @@ func TestProblemsAreDocumented(t *testing.T) {
 	slices.Sort(slugs)
 	require.Equal(t, slugs, documented, "docs/problems.md and the catalogue in problem.go differ")
 	require.Len(t, slices.Compact(slugs), len(catalogue), "a slug appears twice")
+
+	// A problem that answers a section of the IETF draft says which, in
+	// its spec member and in its documentation; the others name none.
+	for _, p := range catalogue {
+		m := regexp.MustCompile(`(?ms)^## ` + p.slug + `\s*$(.*?)(^## |\z)`).FindSubmatch(doc)
+		require.NotNil(t, m, p.slug)
+		cited := regexp.MustCompile(`section-\d+(\.\d+)*`).FindAll(m[1], -1)
+		if p.section == "" {
+			require.Empty(t, cited, "%s cites the draft, but its problem has no section", p.slug)
+			continue
+		}
+		require.Equal(t, [][]byte{[]byte(p.section)}, cited, "docs/problems.md's %s must cite `%s`", p.slug, p.section)
+	}
 }

@@ -31,7 +31,7 @@ func routes(t *testing.T, x *metrics.Exporter) map[string]bool {
 	return out
 }
 
-// Regression (issue 22.4): 'idemkey serve”s exporter wrote the raw path of
+// Regression: 'idemkey serve”s exporter wrote the raw path of
 // a request no pattern matched into the route label: text that is not valid
 // UTF-8 for POST /%FF (a scrape refuses it), and a series per path.
 func TestExporterHostilePaths(t *testing.T) {

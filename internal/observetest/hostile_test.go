@@ -10,7 +10,7 @@ import (
 	"github.com/idemkey/idemkey/observe"
 )
 
-// Regression (issue 22.4): an observer that panics broke the request it
+// Regression: an observer that panics broke the request it
 // observed (the client got EOF instead of the stored answer, on every
 // retry) and, on a takeover, leaked the heartbeat for ever. Now whatever an
 // observer does, requests and Store.Do behave as if nobody observed.

@@ -5,6 +5,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
@@ -31,9 +32,10 @@ func ginQuickStart(stopping context.Context, r *gin.Engine) {
 	}
 	r.Use(renderErrors)
 	idem := ginmw.New(store, ginmw.Options{
-		Scope:        userID,       // the caller your auth middleware (mounted first) set; an error answers 401
-		ErrorHandler: renderErrors, // renders c.Errors inside the run: what it writes is stored
-		Shutdown:     stopping,     // cancelled on SIGTERM: running requests get ShutdownGrace to finish
+		Scope:        userID,          // the caller your auth middleware (mounted first) set; an error answers 401
+		ErrorHandler: renderErrors,    // renders c.Errors inside the run: what it writes is stored
+		Shutdown:     stopping,        // cancelled on SIGTERM: running requests get ShutdownGrace to finish
+		Wait:         5 * time.Second, // a duplicate gets the replay, not 409 + Retry-After: 1; it holds a connection meanwhile
 	})
 	r.POST("/v1/payments", idem, func(c *gin.Context) {
 		// The context ends on a lost lease, MaxDuration or a graceful stop, never

@@ -99,7 +99,7 @@ func TestFuzzTargetsInCI(t *testing.T) {
 // starts.
 func TestQuotedTestNamesExist(t *testing.T) {
 	var docs []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "bench/*.md", "grpcmw/*.md", "prometheus/*.md", "otel/*.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "bench/*.md", "grpcmw/*.md", "mcpmw/*.md", "prometheus/*.md", "otel/*.md", "storm/*.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		require.NoError(t, err)
 		docs = append(docs, m...)

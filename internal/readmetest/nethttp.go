@@ -10,7 +10,7 @@ import (
 // README:begin nethttp
 func netHTTPQuickStart(store *redisstore.Store, createOrder http.HandlerFunc) *http.ServeMux {
 	idem := httpmw.New(store, httpmw.Options{
-		Scope: accountID, // your authentication: the caller's account, or an error (401)
+		Scope: accountID, // the caller's account (not its token: a refreshed one would run the retry again), or an error (401)
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/orders", idem(createOrder)) // httpmw.Key, DerivedKey, Checkpoint in r.Context()

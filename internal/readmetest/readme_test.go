@@ -141,7 +141,7 @@ func testGinQuickStart(t *testing.T, mr *miniredis.Miniredis) {
 // file that exists.
 func TestLinksResolve(t *testing.T) {
 	var docs []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "examples/*/*.md", "bench/*.md", "prometheus/*.md", "otel/*.md", "grpcmw/*.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "cmd/idemkey/*.md", "examples/*/*.md", "bench/*.md", "prometheus/*.md", "otel/*.md", "grpcmw/*.md", "mcpmw/*.md", "storm/*.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		require.NoError(t, err)
 		docs = append(docs, m...)
@@ -164,4 +164,31 @@ func TestLinksResolve(t *testing.T) {
 			require.NoError(t, err, "%s links to %s, which does not exist", doc, m[1])
 		}
 	}
+}
+
+// TestAutoPipelineTextIsTrue: the README's prose cannot be compiled, so its
+// mentions of the auto-pipeliner are held to what compiles (AutoPipeline
+// returns the pipeliner and an error), and docs/pipelining.md names the
+// README's quick starts among those that opt in only if a snippet does.
+func TestAutoPipelineTextIsTrue(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	prose := regexp.MustCompile("(?s)```.*?```").ReplaceAllString(string(readme), "")
+	spans := regexp.MustCompile("`[^`]*AutoPipeline\\(\\)[^`]*`").FindAllString(prose, -1)
+	require.NotEmpty(t, spans, "the README no longer mentions the auto-pipeliner: drop this test")
+	for _, s := range spans {
+		require.Regexp(t, `^`+"`"+`\w+, err := \w+\.AutoPipeline\(\)`+"`"+`$`, s, "AutoPipeline returns two values")
+	}
+
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "pipelining.md"))
+	require.NoError(t, err)
+	row := regexp.MustCompile(`(?m)^\| auto-pipelining .*$`).Find(doc)
+	require.NotNil(t, row)
+	snippetsPipeline := false
+	for _, s := range snippets(t) {
+		snippetsPipeline = snippetsPipeline || strings.Contains(s, "AutoPipeline(")
+	}
+	claims := regexp.MustCompile(`quick starts? (opt in|do\b)|Gin quick start`).Match(row) &&
+		!strings.Contains(string(row), "quick starts do not")
+	require.Equal(t, snippetsPipeline, claims, "docs/pipelining.md says of the README's quick starts: %s", row)
 }

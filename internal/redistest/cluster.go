@@ -50,9 +50,14 @@ type Cluster struct {
 func StartCluster(t testing.TB, masters int, opts ...Option) *Cluster {
 	t.Helper()
 	bin := Binary(t) // skip before starting anything
+	// The directory first, then Close: cleanups run last registered
+	// first, so the nodes are dead before their files are removed (the
+	// other way round, a node still writing made RemoveAll fail: "directory
+	// not empty", on a loaded machine).
+	dir := t.TempDir()
 	c := &Cluster{}
 	t.Cleanup(c.Close)
-	if err := c.start(bin, t.TempDir, masters, opts); err != nil {
+	if err := c.start(bin, dirMaker(dir), masters, opts); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -77,12 +77,12 @@ func TestPauseResume(t *testing.T) {
 
 	s.Pause()
 	require.True(t, s.Running())
-	start := time.Now()
+	// A paused server holds the PING until its deadline: the error is the
+	// deadline's (not a refusal, not a reply).
 	err := c.Ping(ctxT(t, 200*time.Millisecond)).Err()
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded),
 		"want a deadline error, got %v", err)
-	require.Less(t, time.Since(start), 2*time.Second)
 
 	s.Resume()
 	require.NoError(t, c.Set(ctxT(t, 5*time.Second), "k", "v", 0).Err())

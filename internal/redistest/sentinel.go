@@ -57,10 +57,11 @@ type Sentinel struct {
 // others, so they need not discover each other.
 func StartSentinel(t testing.TB, opts ...Option) *Sentinel {
 	t.Helper()
-	bin := Binary(t) // skip before starting anything
+	bin := Binary(t)   // skip before starting anything
+	dir := t.TempDir() // before Close: see StartCluster
 	s := &Sentinel{}
 	t.Cleanup(s.Close)
-	if err := s.start(bin, t.TempDir, opts); err != nil {
+	if err := s.start(bin, dirMaker(dir), opts); err != nil {
 		t.Fatal(err)
 	}
 	return s

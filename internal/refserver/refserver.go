@@ -3,7 +3,8 @@
 // verify (over HTTP) and of idemkeytest (in process), which must pass it
 // as it is and fail each defect with the check that names it.
 //
-// POST (any path but /stats) runs once per (Authorization header, key):
+// POST (any path but /stats) runs once per (Authorization header, key), or
+// per (caller, key) with Server.Callers:
 // 201 with {"id":"pay_<n>"} and Location /pay/<n>; a retry gets the same,
 // marked Idempotent-Replayed: true; a duplicate of a running request waits
 // for it (or gets 409, with Conflict); another body with the same key gets
@@ -29,6 +30,11 @@ type Server struct {
 	DropLocation   bool // replays lose Location
 	NoReplayHeader bool // replays are not marked Idempotent-Replayed: true
 	SharedScope    bool // keys are not scoped by caller: one caller's key replays to another
+	// Callers, when set, names the caller of each Authorization value
+	// (several tokens of one caller, as refreshed): keys are scoped by
+	// caller. Without it they are scoped by the Authorization header
+	// itself, the credential, as idemkey's default scope does.
+	Callers map[string]string
 	// LockOnly holds a key only while its request runs: duplicates get
 	// 409 (with Conflict's Retry-After, "1" without), and once it is done
 	// the key is forgotten, so a retry runs again.
@@ -95,7 +101,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id := key
 	if !s.SharedScope {
-		id = r.Header.Get("Authorization") + "\x00" + key
+		caller := r.Header.Get("Authorization")
+		if c, ok := s.Callers[caller]; ok {
+			caller = "caller " + c
+		}
+		id = caller + "\x00" + key
 	}
 	s.mu.Lock()
 	rec := s.records[id]

@@ -89,9 +89,9 @@ func (s *Session) concurrency(ctx context.Context) (*Check, error) {
 		return nil, err
 	}
 	s.judgeCount(c, moved, 1)
-	if o := s.rep.Observed.Concurrency; s.cfg.Kit && s.cnt.on && moved == 1 && o.Originals > 1 {
-		c.evidence(fmt.Sprintf("%s rose by 1, yet %d answers were not marked %s: true: are replays sent without that header?",
-			s.cfg.CountName, o.Originals, idemclient.HeaderReplayed))
+	if o, per := s.rep.Observed.Concurrency, *s.cfg.PerRun; s.cfg.Kit && s.cnt.on && per > 0 && moved == per && o.Originals > 1 {
+		c.evidence(fmt.Sprintf("%s rose by %d, yet %d answers were not marked %s: true: are replays sent without that header?",
+			s.cfg.CountName, per, o.Originals, idemclient.HeaderReplayed))
 	}
 	return c, nil
 }
@@ -256,7 +256,6 @@ func (s *Session) mismatch(ctx context.Context) (*Check, error) {
 	}
 	if altErr != nil {
 		c.skip(fmt.Sprintf("no %s, and %v", cfg.Words.AltBody, altErr))
-		obs.Fingerprint.Body = "not tested: " + c.Summary
 		return c, nil
 	}
 	e := s.send(ctx, request{key: s.key, body: alt})
@@ -284,25 +283,14 @@ func (s *Session) mismatch(ctx context.Context) (*Check, error) {
 	c.clause("the original request still replays the original outcome", ok, detail)
 	s.replayedFor(after)
 	c.Summary = fmt.Sprintf("%s for a changed body (%s); the original request still replays: %s", statusOf(&e), change, yesNo(ok))
-	switch {
-	case e.err != nil:
-		obs.Fingerprint.Body = "not known: the changed body got no answer"
-	case e.status == http.StatusUnprocessableEntity:
-		obs.Fingerprint.Body = "covered: a changed body (" + change + ") got 422"
-	case e.replayed():
-		obs.Fingerprint.Body = "not covered: a changed body (" + change + ") got the stored answer"
-	case e.original():
-		obs.Fingerprint.Body = fmt.Sprintf("unclear: a changed body (%s) ran again, %s: the key did not hold it back", change, statusOf(&e))
-	default:
-		obs.Fingerprint.Body = fmt.Sprintf("unclear: a changed body (%s) got %s", change, statusOf(&e))
-	}
 	if _, err := s.mark(ctx, "mismatch: the original again"); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// sideEffects: the counter rose by exactly 1 across the checks before.
+// sideEffects: the counter rose by one run's (Config.PerRun) across the
+// checks before.
 func (s *Session) sideEffects(context.Context) (*Check, error) {
 	c := s.rep.add(CheckSideEffects, "side effects")
 	if !s.cnt.on {
@@ -315,7 +303,8 @@ func (s *Session) sideEffects(context.Context) (*Check, error) {
 	for _, st := range cnt.steps {
 		steps = append(steps, fmt.Sprintf("%s %+d", st.Step, st.Delta))
 	}
-	c.clause("the counter rose by exactly 1", total == 1,
+	per := *s.cfg.PerRun
+	c.clause(fmt.Sprintf("the counter rose by exactly %d", per), total == per,
 		fmt.Sprintf("%s %d -> %d (%+d): %s", name, cnt.start, cnt.last, total, strings.Join(steps, ", ")))
 	c.Summary = fmt.Sprintf("%s %d -> %d: %+d", name, cnt.start, cnt.last, total)
 	return c, nil
@@ -378,72 +367,6 @@ func locationOf(e *exchange) string {
 	return strings.Join(q, ", ")
 }
 
-// probes finds out whether the fingerprint covers the query and whether a
-// re-indented body is the same request. They judge nothing: a server may
-// choose either way.
-func (s *Session) probes(ctx context.Context) (*Check, error) {
-	fp, orig := &s.rep.Observed.Fingerprint, s.orig
-	if orig == nil {
-		fp.Query, fp.Canonical = "not tested: no original answer", "not tested: no original answer"
-		return nil, nil
-	}
-	body := s.bodyFor(s.key)
-	u := *s.cfg.URL
-	u.RawQuery = cond(u.RawQuery != "", u.RawQuery+"&") + queryProbe
-	e := s.send(ctx, request{key: s.key, body: body, url: u.String()})
-	moved, err := s.mark(ctx, "probe: query")
-	if err != nil {
-		return nil, err
-	}
-	what := "the same key with ?" + queryProbe
-	switch got := probeAnswer(&e, orig, moved, s.cnt.on); {
-	case e.err == nil && e.status == http.StatusUnprocessableEntity:
-		fp.Query = "covered: " + what + " got 422" + got
-	case e.err == nil && e.replayed():
-		fp.Query = "not covered: " + what + " got the stored answer" + got
-	case e.original():
-		fp.Query = "unclear: " + what + " ran again, " + statusOf(&e) + got + ": the key did not hold it back (the query may be part of the key's scope)"
-	default:
-		fp.Query = "unclear: " + what + " got " + statusOf(&e) + got
-	}
-
-	re, err := reformat(body)
-	if err != nil {
-		fp.Canonical = "not tested: " + err.Error()
-		return nil, nil
-	}
-	e = s.send(ctx, request{key: s.key, body: re})
-	if moved, err = s.mark(ctx, "probe: re-indented body"); err != nil {
-		return nil, err
-	}
-	what = "the body re-indented with its members reordered"
-	switch got := probeAnswer(&e, orig, moved, s.cnt.on); {
-	case e.err == nil && e.replayed():
-		fp.Canonical = "yes: " + what + " got the stored answer" + got
-	case e.err == nil && e.status == http.StatusUnprocessableEntity:
-		fp.Canonical = "no, the body's bytes are hashed: " + what + " got 422" + got
-	default:
-		fp.Canonical = "unclear: " + what + " got " + statusOf(&e) + got
-	}
-	return nil, nil
-}
-
-// probeAnswer describes a probe's answer: its content type and size,
-// whether it was identical to the original, and how far the counter moved.
-func probeAnswer(e, orig *exchange, moved int64, counted bool) string {
-	if e.err != nil {
-		return ""
-	}
-	s := " (" + e.details()
-	if e.status != http.StatusUnprocessableEntity {
-		s += cond(diffAnswers(orig, e, false) == "", ", identical to the original", ", not the original answer")
-	}
-	if counted {
-		s += fmt.Sprintf("; counter %+d", moved)
-	}
-	return s + ")"
-}
-
 // lostResponse: a fresh key's first answer is lost after the work is done;
 // the retry gets the replay, and the work happened once.
 func (s *Session) lostResponse(ctx context.Context) (*Check, error) {
@@ -471,7 +394,7 @@ func (s *Session) lostResponse(ctx context.Context) (*Check, error) {
 	summary := fmt.Sprintf("first attempt: %s; retry: %s", statusOf(&first), statusOf(last))
 	if s.cnt.on {
 		moved := s.cnt.last - before
-		c.clause("the counter rose by exactly 1 for the key", moved == 1, fmt.Sprintf("%s %+d", cfg.CountName, moved))
+		c.clause(fmt.Sprintf("the counter rose by exactly %d for the key", *cfg.PerRun), moved == *cfg.PerRun, fmt.Sprintf("%s %+d", cfg.CountName, moved))
 		summary += fmt.Sprintf("; %s %+d", cfg.CountName, moved)
 	}
 	c.Summary = summary

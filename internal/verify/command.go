@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/idemkey/idemkey/idemclient"
 	"github.com/idemkey/idemkey/internal/httpflag"
@@ -35,16 +36,24 @@ with its evidence:
                   nothing: the original request still replays the
                   original outcome (and the count, if given, does not move)
   side effects    with --count-url and --count-field: the counter rises by
-                  exactly 1 across the checks above
+                  exactly one run's (--side-effects-per-run, 1) across the
+                  checks above
   lost response   with --fault-header: the first attempt of a fresh key
                   carries that header (e.g. 'X-Demo-Fault: drop-response'
                   for 'idemkey serve --faults'), which must lose the answer;
                   the retry without it gets the replay, and the count, if
-                  given, rises by exactly 1 for that key
+                  given, rises by exactly one run's for that key
+  same caller     with --same-caller-header: the concurrency check's key,
+                  sent by the same caller with another credential (a
+                  refreshed token: the header replaces -H's of its name),
+                  gets the first answer replayed and runs nothing; a scope
+                  that follows the credential (idemkey's default scope
+                  does) fails it: set the middleware's Options.Scope
 
-After the mismatch check two probes find out what the fingerprint covers,
-and change no verdict: the request with an extra query parameter, and the
-body re-indented with its members reordered.
+After the side-effect check the fingerprint probes find out what the
+fingerprint covers, and change no verdict: on a fresh key of their own (one
+more run), the same key with one JSON value changed, with an extra query
+parameter, and with the body re-indented and its members reordered.
 
 Every request goes on a fresh connection (so net/http never resends one on
 its own), redirects are not followed, and the key is a fresh UUIDv7 per
@@ -59,7 +68,8 @@ error, when the endpoint is unreachable or the count cannot be read.
 // synopsis is the flags' line of the usage.
 const synopsis = "--url URL [--method POST] [--body JSON | --body-file F] [--alt-body JSON]\n" +
 	"                      [-H 'Name: value']... [--key-header Idempotency-Key] [--parallel 20] [--optional-key]\n" +
-	"                      [--count-url URL --count-field NAME] [--fault-header 'Name: value']\n" +
+	"                      [--count-url URL --count-field NAME] [--side-effects-per-run 1] [--fault-header 'Name: value']\n" +
+	"                      [--same-caller-header 'Name: value']...\n" +
 	"                      [--timeout 10s] [--json] [--report FILE.md]"
 
 // flagWords name the flags in the checks' messages.
@@ -69,6 +79,20 @@ var flagWords = Words{
 	Count:       "--count-url",
 	Fault:       "--fault-header",
 	Request:     "--body and -H",
+	SameCaller:  "--same-caller-header",
+}
+
+// sameHeaders reports whether a and b hold the same fields and values.
+func sameHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, va := range a {
+		if !slices.Equal(va, b[name]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Command runs "idemkey verify" with args (the arguments after "verify"),
@@ -83,7 +107,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "Usage: idemkey verify %s\n\n%s\nFlags:\n", synopsis, about)
 		fs.PrintDefaults()
 	}
-	var headers httpflag.Headers
+	var headers, sameCaller httpflag.Headers
 	var (
 		target      = fs.String("url", "", "the endpoint's `URL`, http or https (required)")
 		method      = fs.String("method", http.MethodPost, "HTTP `method`")
@@ -96,11 +120,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		countURL    = fs.String("count-url", "", "a JSON `URL` with a side-effect counter, read before and after the checks")
 		countField  = fs.String("count-field", "", "the counter's member `name` in the --count-url JSON object (dots reach into nested objects)")
 		fault       = fs.String("fault-header", "", "a `header` \"Name: value\" that makes the server lose its answer; enables the lost-response check")
+		perRun      = fs.Int64("side-effects-per-run", 1, "how far one run moves the --count-url counter: 0 for an outcome with no side effect (a declined card)")
 		timeout     = fs.Duration("timeout", DefaultTimeout, "bound on each request, its 409 retries included")
 		asJSON      = fs.Bool("json", false, "print the result as one JSON object")
 		report      = fs.String("report", "", "write the filled-in idempotency template to `FILE.md`")
 	)
 	fs.Var(&headers, "H", "extra request `header` \"Name: value\" (repeatable); a Host header sets the request's host")
+	fs.Var(&sameCaller, "same-caller-header", "the same caller's other credential, a `header` \"Name: value\" replacing -H's of that name (repeatable); enables the same-caller check")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -136,7 +162,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("--body and --body-file are mutually exclusive")
 	case (*countURL == "") != (*countField == ""):
 		return bad("--count-url and --count-field go together")
+	case *perRun < 0:
+		return bad("--side-effects-per-run must not be negative, got %d", *perRun)
+	case set["side-effects-per-run"] && *countURL == "":
+		return bad("--side-effects-per-run needs --count-url")
 	}
+	cfg.PerRun = perRun
 	if *countURL != "" {
 		if _, err := httpflag.ParseURL(*countURL); err != nil {
 			return bad("--count-url: %v", err)
@@ -167,6 +198,19 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(cfg.Body) > 0 && cfg.Header.Get("Content-Type") == "" {
 		cfg.Header.Set("Content-Type", "application/json")
+	}
+	if set["same-caller-header"] {
+		same := cfg.Header.Clone()
+		for name, values := range sameCaller.Header {
+			if name == cfg.KeyHeader || name == "Host" {
+				return bad("--same-caller-header cannot set %s", name)
+			}
+			same[name] = values
+		}
+		if sameHeaders(same, cfg.Header) {
+			return bad("--same-caller-header must change a credential -H sends, e.g. --same-caller-header 'Authorization: Bearer <refreshed token>'")
+		}
+		cfg.SameCallerHeader = same
 	}
 	var faultName, faultValue string
 	if set["fault-header"] {

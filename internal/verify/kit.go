@@ -11,6 +11,58 @@ import (
 	"github.com/idemkey/idemkey/idemclient"
 )
 
+// sameCaller: the first caller presenting another credential (a refreshed
+// token, Config.SameCallerHeader) with the concurrency check's key gets
+// the first answer replayed, and nothing runs again: the scope is the
+// caller, not the credential.
+func (s *Session) sameCaller(ctx context.Context) (*Check, error) {
+	cfg := s.cfg
+	c := s.rep.add(CheckSameCaller, "same caller")
+	if cfg.SameCallerHeader == nil {
+		c.skip("no " + cfg.Words.SameCaller + ": the key was not tried with another credential of the same caller")
+		return c, nil
+	}
+	c.Key = s.key
+	if s.orig == nil {
+		c.clause("the same caller with another credential compared with its first answer", false, "no original answer to compare with (see concurrency)")
+		return c, nil
+	}
+	tries := s.untilFinal(ctx, request{key: s.key, body: s.bodyFor(s.key), header: cfg.SameCallerHeader})
+	e := &tries[len(tries)-1]
+	moved, err := s.mark(ctx, "same caller: another credential")
+	if err != nil {
+		return nil, err
+	}
+	s.rep.Observed.SameCaller = observe(e)
+	sub := &Check{}
+	checkReplayOf(sub, "", s.orig, e)
+	ok := sub.Result != ResultFail
+	c.clause("the same caller with another credential gets the first answer replayed", ok, cond(ok, e.describe(), sub.Failed()))
+	if s.cnt.on {
+		c.clause("nothing ran again", moved == 0, fmt.Sprintf("%s %+d", cfg.CountName, moved))
+	}
+	var verdict string
+	switch {
+	case ok:
+		verdict = "the first answer, replayed"
+	case e.original():
+		verdict = "ran again"
+		c.evidence("the scope follows the credential, not the caller: a client that refreshes its token between two tries runs the operation twice. " +
+			"With idemkey's middleware, set Options.Scope to the authenticated caller (a user or account ID): " +
+			"the default scope hashes the Authorization (or X-API-Key) header")
+	case e.err == nil && e.status == http.StatusUnprocessableEntity:
+		verdict = "422"
+		c.evidence("the credential takes part in the fingerprint: is its header in Options.FingerprintHeaders?")
+	case e.err == nil && (e.status == http.StatusUnauthorized || e.status == http.StatusForbidden):
+		verdict = statusOf(e)
+		c.evidence(fmt.Sprintf("is %s a valid credential of the same caller?", cfg.Words.SameCaller))
+	default:
+		verdict = statusOf(e)
+	}
+	c.Summary = "the same caller with another credential: " + statusOf(e) + cond(verdict != statusOf(e), ", "+verdict)
+	return c, nil
+}
+
 // scope: another caller's request with the concurrency check's key never
 // gets the first caller's answer; it runs for that caller, whose retry
 // replays its own answer, and the first caller still gets its own.
@@ -45,12 +97,12 @@ func (s *Session) scope(ctx context.Context) (*Check, error) {
 	}
 	c.clause("another caller with the same key does not get the first caller's answer", e.err == nil && leak == "",
 		cond(leak != "", leak, e.describe()))
-	ran := e.original() && moved == 1
+	ran := e.original() && (!s.cnt.on || moved == *cfg.PerRun)
 	detail := fmt.Sprintf("%s; %s %+d", statusOf(e), cfg.CountName, moved)
 	if e.err == nil && !e.original() && leak == "" {
 		detail += fmt.Sprintf("; are %s another valid caller's credentials?", cfg.Words.OtherHeader)
 	}
-	c.clause("it ran for the other caller: an original answer, one side effect", ran, detail)
+	c.clause("it ran for the other caller: an original answer, "+strings.TrimPrefix(effects(*cfg.PerRun), "exactly "), ran, detail)
 	own := "not tried"
 	if ran {
 		again := s.untilFinal(ctx, request{key: s.key, body: body, header: cfg.OtherHeader})
@@ -90,7 +142,7 @@ func (s *Session) crashResume(ctx context.Context) (*Check, error) {
 	first := s.send(ctx, request{key: key, body: body, crash: true})
 	crashed := first.err != nil
 	c.clause("the first attempt, crashed by "+cfg.Words.Crash+", gets no answer", crashed,
-		cond(crashed, first.describe(), "it was answered: "+first.describe()+"; does "+cfg.Words.Crash+" make the handler crash?"))
+		cond(crashed, first.describe(), "it was answered: "+first.describe()+"; "+crashHint(&first, cfg.Words.Crash)))
 	retry := s.untilFinal(ctx, request{key: key, body: body})
 	last := &retry[len(retry)-1]
 	after409 := cond(len(retry) > 1, fmt.Sprintf(" (after %d 409s)", len(retry)-1))
@@ -106,12 +158,25 @@ func (s *Session) crashResume(ctx context.Context) (*Check, error) {
 	summary := fmt.Sprintf("crashed attempt: %s; retry: %s%s", statusOf(&first), statusOf(last), after409)
 	if s.cnt.on {
 		moved := s.cnt.last - before
-		c.clause("exactly one side effect for the key, the crashed attempt's included", moved == 1, fmt.Sprintf("%s %+d", cfg.CountName, moved))
+		c.clause(effects(*cfg.PerRun)+" for the key, the crashed attempt's included", moved == *cfg.PerRun, fmt.Sprintf("%s %+d", cfg.CountName, moved))
 		summary += fmt.Sprintf("; %s %+d", cfg.CountName, moved)
 	}
 	s.rep.Observed.CrashResume = &lostObservation{First: observe(&first), Retry: observe(last)}
 	c.Summary = summary
 	return c, nil
+}
+
+// crashHint says why a request the crash hook marked was answered: a
+// recovery middleware's answer (Gin's), or a hook the handler ignores.
+func crashHint(e *exchange, hook string) string {
+	goexit := "crash with runtime.Goexit() instead, which no recovery middleware stops: the connection then closes without an answer, as a dying process's would (see " + hook + ")"
+	switch {
+	case e.status == http.StatusOK && len(e.body) == 0 && !e.replayed():
+		return "an empty 200 is what gin.Recovery (which gin.Default() mounts) answers for a handler that panics with http.ErrAbortHandler: " + goexit
+	case e.status == http.StatusInternalServerError && !e.replayed():
+		return "a 500 is what a recovery middleware (gin.Recovery) answers for a handler that panics: " + goexit
+	}
+	return "does " + hook + " make the handler crash?"
 }
 
 // ttl: every key the store wrote has a TTL.

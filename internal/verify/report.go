@@ -123,6 +123,7 @@ type observations struct {
 	Replay       *answer                 `json:"replay,omitempty"`
 	Mismatch     *answer                 `json:"mismatch,omitempty"`
 	LostResponse *lostObservation        `json:"lost_response,omitempty"`
+	SameCaller   *answer                 `json:"same_caller,omitempty"`  // Config.SameCallerHeader: the answer to another credential
 	Scope        *scopeObservation       `json:"scope,omitempty"`        // Config.Kit
 	CrashResume  *lostObservation        `json:"crash_resume,omitempty"` // Config.Kit
 	TTL          *ttlObservation         `json:"ttl,omitempty"`          // Config.Kit
@@ -281,6 +282,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		} else {
 			fmt.Fprintf(&b, "%s.\n", outside)
 		}
+	}
+
+	if c := r.check(CheckSameCaller); c != nil && c.Result != ResultSkip {
+		fmt.Fprintf(&b, "  - the same caller with another credential (a refreshed token), same key: %s%s\n", mdText(c.Summary),
+			cond(c.Result == ResultFail, " (**the scope follows the credential, not the caller**)", ""))
 	}
 
 	// Fingerprint.

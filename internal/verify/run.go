@@ -45,6 +45,8 @@ const (
 	CheckMismatch     = "mismatch"
 	CheckSideEffects  = "side-effects"
 	CheckLostResponse = "lost-response"
+	// CheckSameCaller runs with Config.Kit, or with Config.SameCallerHeader.
+	CheckSameCaller = "same-caller"
 	// The checks of Config.Kit only.
 	CheckScope       = "scope"
 	CheckCrashResume = "crash-resume"
@@ -109,6 +111,15 @@ type Config struct {
 	// Tool names what ran the checks, in the report. Default: "idemkey
 	// verify".
 	Tool string
+	// PerRun is how far one run of the handler moves the counter: 1, or 0
+	// for an outcome with no side effect (a declined card), or more for a
+	// counter of several things. Default (nil): 1.
+	PerRun *int64
+	// SameCallerHeader is the first caller's Header with another
+	// credential (a refreshed token), for the same-caller check: the
+	// concurrency check's key with it must get the replay. Nil skips the
+	// check, and without Kit leaves it out of the report.
+	SameCallerHeader http.Header
 
 	// Kit adds idemkeytest's checks after lost-response (scope,
 	// crash-resume and ttl, each skipped without the field it needs), and
@@ -136,6 +147,7 @@ type Words struct {
 	Fault       string // what loses an answer
 	Request     string // the body and headers of the requests
 	OtherHeader string // another caller's credentials
+	SameCaller  string // the same caller's other credential
 	Crash       string // the crash hook
 	Records     string // where the records are read
 }
@@ -166,6 +178,10 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Header == nil {
 		cfg.Header = http.Header{}
+	}
+	if cfg.PerRun == nil {
+		one := int64(1)
+		cfg.PerRun = &one
 	}
 	return cfg
 }
@@ -252,6 +268,9 @@ func (s *Session) Steps() []Step {
 		{CheckSideEffects, s.sideEffects},
 		{StepFingerprint, s.probes},
 		{CheckLostResponse, s.lostResponse},
+	}
+	if s.cfg.Kit || s.cfg.SameCallerHeader != nil {
+		steps = append(steps, Step{CheckSameCaller, s.sameCaller})
 	}
 	if s.cfg.Kit {
 		steps = append(steps, Step{CheckScope, s.scope}, Step{CheckCrashResume, s.crashResume}, Step{CheckTTL, s.ttl})
@@ -420,14 +439,24 @@ func (s *Session) mark(ctx context.Context, step string) (int64, error) {
 }
 
 // judgeCount adds, with Config.Kit and a counter, the clause that the
-// counter moved by want (0 or 1) during c.
-func (s *Session) judgeCount(c *Check, moved, want int64) {
+// counter moved by what runs (0 or 1) runs of the handler make
+// (Config.PerRun each) during c.
+func (s *Session) judgeCount(c *Check, moved, runs int64) {
 	if !s.cfg.Kit || !s.cnt.on {
 		return
 	}
-	what := "no side effect"
-	if want == 1 {
-		what = "exactly one side effect"
+	want := runs * *s.cfg.PerRun
+	c.clause(effects(want), moved == want, fmt.Sprintf("%s %+d", s.cfg.CountName, moved))
+}
+
+// effects names n side effects in a clause: "no side effect", "exactly one
+// side effect", "exactly 2 side effects".
+func effects(n int64) string {
+	switch n {
+	case 0:
+		return "no side effect"
+	case 1:
+		return "exactly one side effect"
 	}
-	c.clause(what, moved == want, fmt.Sprintf("%s %+d", s.cfg.CountName, moved))
+	return fmt.Sprintf("exactly %d side effects", n)
 }

@@ -106,6 +106,11 @@ func (t *URLTarget) Count(ctx context.Context) (n int64, ok bool, err error) {
 // errDropped is how a handler target loses an answer.
 var errDropped = errors.New("the answer was dropped on the floor")
 
+// errExited stands for a handler that neither returned nor panicked: it
+// called runtime.Goexit, which net/http's server takes for a dead
+// connection, as it does a panic with http.ErrAbortHandler.
+var errExited = errors.New("exited")
+
 // handlerTarget serves each request with an http.Handler in process.
 type handlerTarget struct {
 	h     http.Handler
@@ -113,9 +118,10 @@ type handlerTarget struct {
 }
 
 // NewHandlerTarget returns a target that serves each request with h in
-// process, as net/http's server would (a recovered panic is a lost
-// connection), and reads count, if not nil, as the side-effect counter. To
-// lose an answer it lets h finish and throws the response away.
+// process, as net/http's server would (a recovered panic, or a handler that
+// calls runtime.Goexit, is a lost connection), and reads count, if not nil,
+// as the side-effect counter. To lose an answer it lets h finish and throws
+// the response away.
 func NewHandlerTarget(h http.Handler, count func() int64) Target {
 	return &handlerTarget{h: h, count: count}
 }
@@ -133,11 +139,22 @@ func (t *handlerTarget) Send(req *http.Request, lose bool) (*http.Response, erro
 	rec := httptest.NewRecorder()
 	done := make(chan any, 1)
 	go func() {
-		defer func() { done <- recover() }()
+		returned := false
+		defer func() {
+			p := recover()
+			if p == nil && !returned {
+				p = errExited
+			}
+			done <- p
+		}()
 		t.h.ServeHTTP(rec, in)
+		returned = true
 	}()
 	select {
 	case p := <-done:
+		if p == errExited {
+			return nil, errors.New("the handler exited (runtime.Goexit): the connection would be closed without an answer")
+		}
 		if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 			return nil, errors.New("the handler aborted (http.ErrAbortHandler): the connection would be closed without an answer")
 		}

@@ -5,7 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +73,9 @@ func TestHandlerTargetNoAnswer(t *testing.T) {
 	}{
 		{"panic", func(http.ResponseWriter, *http.Request) { panic("boom") }, "the handler panicked: boom"},
 		{"abort", func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }, "the handler aborted (http.ErrAbortHandler)"},
+		// No recover() stops runtime.Goexit: the way to crash under a
+		// recovery middleware (gin.Recovery answers an aborted handler).
+		{"exit", func(http.ResponseWriter, *http.Request) { runtime.Goexit() }, "the handler exited (runtime.Goexit)"},
 		{"stuck", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done(); time.Sleep(10 * time.Millisecond) }, "the handler did not answer: context deadline exceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +112,7 @@ func TestRunOnAHandler(t *testing.T) {
 		}
 		want := map[string]string{CheckMissingKey: ResultOK, CheckMalformedKey: ResultOK, CheckConcurrency: ResultOK,
 			CheckReplay: ResultOK, CheckMismatch: ResultOK, CheckSideEffects: ResultOK, CheckLostResponse: ResultOK,
-			CheckCrashResume: ResultSkip, CheckTTL: ResultSkip}
+			CheckSameCaller: ResultSkip, CheckCrashResume: ResultSkip, CheckTTL: ResultSkip}
 		for k, v := range tc.want {
 			want[k] = v
 		}
@@ -134,4 +140,58 @@ func TestTTLCheck(t *testing.T) {
 		require.Equal(t, tc.result, c.Result, c.Failed())
 		require.Equal(t, tc.summary, c.Summary)
 	}
+}
+
+// keyLog is a target that notes the key of every request it sends.
+type keyLog struct {
+	Target
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyLog) Send(req *http.Request, lose bool) (*http.Response, error) {
+	k.mu.Lock()
+	k.keys = append(k.keys, req.Header.Get("Idempotency-Key"))
+	k.mu.Unlock()
+	return k.Target.Send(req, lose)
+}
+
+func (k *keyLog) since(n int) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.keys[n:])
+}
+
+// The fingerprint probes draw on no other check's requests: they send a
+// key of their own, first as it is, and compare with that key's first
+// answer; no other step sends their key.
+func TestFingerprintProbesUseAKeyOfTheirOwn(t *testing.T) {
+	srv := &refserver.Server{}
+	tgt := &keyLog{Target: NewHandlerTarget(srv, srv.Runs)}
+	s, err := Start(t.Context(), tgt, Config{URL: &url.URL{Path: "/pay"}, Body: []byte(`{"amount":1}`), CountName: "runs",
+		Header: http.Header{"Authorization": {"alice"}}, Lose: "dropped"})
+	require.NoError(t, err)
+	byStep := map[string][]string{}
+	for _, st := range s.Steps() {
+		n := len(tgt.since(0))
+		_, err := st.Run(t.Context())
+		require.NoError(t, err)
+		byStep[st.Name] = tgt.since(n)
+	}
+	rep, err := s.Finish(t.Context())
+	require.NoError(t, err)
+
+	probes := byStep[StepFingerprint]
+	require.Len(t, probes, 4, "its own first request, then a changed body, a query, a re-indented body")
+	require.Len(t, slices.Compact(slices.Clone(probes)), 1, "one key: %q", probes)
+	for step, keys := range byStep {
+		if step != StepFingerprint {
+			require.NotContains(t, keys, probes[0], "%s sent the probes' key", step)
+		}
+	}
+	fp := rep.Observed.Fingerprint
+	require.Equal(t, "covered: a changed body ($.amount: 1 -> 2) got 422 (text/plain; charset=utf-8, 37 bytes; counter +0)", fp.Body)
+	require.True(t, strings.HasPrefix(fp.Query, "covered: "), fp.Query)
+	require.True(t, strings.HasPrefix(fp.Canonical, "no, the body's bytes are hashed: "), fp.Canonical)
+	require.Equal(t, int64(3), srv.Runs(), "the concurrency check's run, the lost response's and the probes' own")
 }

@@ -1,5 +1,5 @@
 // Command stormgen measures storm's load mode as a load generator, side by
-// side with vegeta v12.13.0's attack (issue 28): against a trivial handler
+// side with vegeta v12.13.0's attack: against a trivial handler
 // in a process of its own, each generator in a process of its own (pinned
 // to CPU 1 with taskset when it exists, the handler to CPU 0), the same
 // requests at the same rates, alternating which goes first, several

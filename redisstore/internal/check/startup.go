@@ -118,10 +118,19 @@ func (s *Startup) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Vanished reports that op found its record gone, since after its owner's
-// last sign of life: logged, with its cause, by a Vanish on the Client and
-// Logger (which it shares with the checks, and which Settle does not stop).
-func (s *Startup) Vanished(op string, since time.Duration) {
+// Gone reports whether the record named key is gone (EXISTS), for op that
+// found it not its owner's, since after that owner's last sign of life: if
+// so, a Vanish on the Client and Logger (shared with the checks, and not
+// stopped by Settle) logs it with its cause. A client that cannot be asked
+// (not a redis.Cmdable), or a failed EXISTS, says no.
+func (s *Startup) Gone(ctx context.Context, op, key string, since time.Duration) bool {
+	c, ok := s.Client.(redis.Cmdable)
+	if !ok {
+		return false
+	}
+	if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+		return false
+	}
 	s.vonce.Do(func() {
 		s.vanish.Client, s.vanish.Logger = s.Client, s.Logger
 		s.vanish.Known = func() map[string]string {
@@ -131,6 +140,7 @@ func (s *Startup) Vanished(op string, since time.Duration) {
 		}
 	})
 	s.vanish.Report(op, since)
+	return true
 }
 
 // VanishBusy reports whether the log of vanished records is at work (for

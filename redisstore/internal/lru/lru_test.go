@@ -2,6 +2,7 @@ package lru
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -52,8 +53,15 @@ func TestCache(t *testing.T) {
 		c.Add("old", "O", 5, time.Now().Add(-time.Second))
 		_, ok = c.Get("old", yes)
 		require.False(t, ok, "an expired value is not kept")
-		c.Add("soon", "S", 5, time.Now().Add(time.Millisecond))
-		require.Eventually(t, func() bool { _, ok := c.Get("soon", yes); return !ok }, time.Second, time.Millisecond)
+		// On synctest's clock: kept until it expires, gone after.
+		synctest.Test(t, func(t *testing.T) {
+			c.Add("soon", "S", 5, time.Now().Add(time.Millisecond))
+			_, ok := c.Get("soon", yes)
+			require.True(t, ok, "kept until it expires")
+			time.Sleep(2 * time.Millisecond)
+			_, ok = c.Get("soon", yes)
+			require.False(t, ok, "kept past its expiry")
+		})
 		require.Equal(t, 10, c.size, "an expired entry goes when it is asked for")
 
 		c.Add("big", "B", 21, later)

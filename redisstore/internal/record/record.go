@@ -14,7 +14,10 @@
 //	18-     (completed) <attempt>:<code>:<outcome>
 //
 // rp, rpd and label are netstrings (<length>:<bytes>); numbers are decimal
-// ASCII; the outcome runs to the end.
+// ASCII, the code signed; the outcome runs to the end. docs/spec.md
+// specifies them (Spec 1.0), and the golden vectors of testdata/spec hold
+// these functions to it (redisstore/spec TestVectorsDecode and
+// TestVectorsReencode).
 //
 // It knows nothing of package redisstore: decoders return plain structs and
 // report a reply they do not know with ok == false, and redisstore maps
@@ -22,6 +25,7 @@
 package record
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"strconv"
 	"strings"
@@ -69,6 +73,13 @@ type Started struct {
 	CreatedMS     int64 // the first claim's time, Unix milliseconds
 }
 
+// NewToken returns a fencing token: 8 random bytes.
+func NewToken() string {
+	var b [TokenLen]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return string(b[:])
+}
+
 // AppendStarted appends a started record.
 //
 //	S <flags> <fp:16> <token:8> <attempt>:<threshold>:<rp netstring><rpd netstring><label netstring><created ms>
@@ -83,7 +94,7 @@ func AppendStarted(dst []byte, fp *[FPLen]byte, token, threshold string, r *Star
 	dst = appendNetstring(dst, r.RecoveryPoint)
 	dst = appendNetstring(dst, string(r.RecoveryData))
 	dst = appendNetstring(dst, r.Label)
-	return strconv.AppendInt(dst, r.CreatedMS, 10)
+	return strconv.AppendInt(dst, max(r.CreatedMS, 0), 10) // a clock before 1970: 0, not known
 }
 
 // AppendCompleted appends a completed record.
@@ -112,37 +123,56 @@ func Tombstone(fp *[FPLen]byte, code, attempt int) string {
 }
 
 // ParseStarted decodes a started record; ok is false if v is not one.
+// RecoveryData is nil when the recovery point is empty, whatever was
+// stored (see StartedFields).
 func ParseStarted(v string) (r Started, token string, ok bool) {
-	if len(v) < OffStartedTail || v[0] != KindStarted {
+	f, ok := ParseStartedFields(v)
+	if !ok {
 		return r, "", false
 	}
-	token = v[OffToken:OffStartedTail]
-	rest := v[OffStartedTail:]
-	var att int64
-	if att, rest, ok = decimal(rest); !ok {
-		return r, "", false
-	}
-	if _, rest, ok = decimal(rest); !ok { // the threshold: the scripts' business
-		return r, "", false
-	}
-	r.Attempt = int(att)
-	var data string
-	if r.RecoveryPoint, rest, ok = netstring(rest); !ok {
-		return r, "", false
-	}
-	if data, rest, ok = netstring(rest); !ok {
-		return r, "", false
-	}
+	r = Started{Attempt: int(f.Attempt), RecoveryPoint: f.RecoveryPoint, Label: f.Label, CreatedMS: f.CreatedMS}
 	if r.RecoveryPoint != "" {
-		r.RecoveryData = []byte(data)
+		r.RecoveryData = []byte(f.RecoveryData)
 	}
-	if r.Label, rest, ok = netstring(rest); !ok {
-		return r, "", false
+	return r, f.Token, true
+}
+
+// StartedFields are a started record's fields as stored, before what
+// ParseStarted makes of them.
+type StartedFields struct {
+	Token                              string
+	Attempt, Threshold                 int64
+	RecoveryPoint, RecoveryData, Label string
+	CreatedMS                          int64
+}
+
+// ParseStartedFields decodes a started record's fields; ok is false if v
+// is not one.
+func ParseStartedFields(v string) (f StartedFields, ok bool) {
+	if len(v) < OffStartedTail || v[0] != KindStarted {
+		return f, false
 	}
-	if r.CreatedMS, ok = integer(rest); !ok {
-		return r, "", false
+	f.Token = v[OffToken:OffStartedTail]
+	rest := v[OffStartedTail:]
+	if f.Attempt, rest, ok = decimal(rest); !ok {
+		return StartedFields{}, false
 	}
-	return r, token, true
+	if f.Threshold, rest, ok = decimal(rest); !ok {
+		return StartedFields{}, false
+	}
+	if f.RecoveryPoint, rest, ok = netstring(rest); !ok {
+		return StartedFields{}, false
+	}
+	if f.RecoveryData, rest, ok = netstring(rest); !ok {
+		return StartedFields{}, false
+	}
+	if f.Label, rest, ok = netstring(rest); !ok {
+		return StartedFields{}, false
+	}
+	if f.CreatedMS, ok = integer(rest); !ok {
+		return StartedFields{}, false
+	}
+	return f, true
 }
 
 // ParseCompleted decodes a completed record; ok is false if v is not one.
@@ -155,7 +185,7 @@ func ParseCompleted(v string) (attempt, code int, body string, ok bool) {
 	if a, rest, ok = decimal(rest); !ok {
 		return 0, 0, "", false
 	}
-	if c, rest, ok = decimal(rest); !ok {
+	if c, rest, ok = signedDecimal(rest); !ok {
 		return 0, 0, "", false
 	}
 	return int(a), int(c), rest, true
@@ -191,6 +221,24 @@ func decimal(s string) (n int64, rest string, ok bool) {
 	return n, s[i+1:], ok
 }
 
+// signedDecimal reads "<digits>:" or "-<digits>:" from the start of s: any
+// int64, as strconv.AppendInt writes it (the code of a completed record is
+// any int a caller gave).
+func signedDecimal(s string) (n int64, rest string, ok bool) {
+	if s == "" || s[0] != '-' {
+		return decimal(s)
+	}
+	i := strings.IndexByte(s, ':')
+	if i <= 1 || i > 20 {
+		return 0, "", false
+	}
+	if s[1:i] == "9223372036854775808" { // math.MinInt64, whose magnitude is no int64
+		return -1 << 63, s[i+1:], true
+	}
+	n, ok = integer(s[1:i])
+	return -n, s[i+1:], ok
+}
+
 // integer parses a non-negative decimal integer of at most 19 digits.
 func integer(s string) (int64, bool) {
 	if s == "" || len(s) > 19 {
@@ -214,4 +262,15 @@ func netstring(s string) (field, rest string, ok bool) {
 		return "", "", false
 	}
 	return rest[:n], rest[n:], true
+}
+
+// ParseTombstone decodes a tombstone (see Tombstone): the first 4 bytes of
+// the fingerprint as a big-endian integer, the code and the attempt count;
+// ok is false if v is not one, a decimal integer below 2^50.
+func ParseTombstone(v string) (fp32 uint32, code, attempt int, ok bool) {
+	n, ok := integer(v)
+	if !ok || n >= 1<<50 {
+		return 0, 0, 0, false
+	}
+	return uint32(n / tombstoneFPShift), int(n>>8) & maxTombstoneCode, int(n & tombstoneMaxAtt), true
 }

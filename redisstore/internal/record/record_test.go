@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -187,4 +188,35 @@ func TestParseName(t *testing.T) {
 			t.Errorf("ParseName(%q) = %q", tc.name, got.Record())
 		}
 	}
+}
+
+// TestCompletedCodeAnyInt: every code a caller can give Complete (an int)
+// is written in a form the decoders read back, negative ones and the
+// extremes included; a record that the store writes and then refuses to
+// replay would fail every retry until it expired.
+func TestCompletedCodeAnyInt(t *testing.T) {
+	fp := Fingerprint("f")
+	for _, code := range []int{0, 1, 201, -1, -404, math.MaxInt64, math.MinInt64} {
+		v := string(AppendCompleted(nil, &fp, 2, code, []byte("out")))
+		att, got, body, ok := ParseCompleted(v)
+		require.True(t, ok, "code %d: %q", code, v)
+		require.Equal(t, 2, att)
+		require.Equal(t, code, got)
+		require.Equal(t, "out", body)
+	}
+	for _, bad := range []string{"-", "--1", "-a", "+1", "1-", "-9223372036854775809", "9223372036854775808"} {
+		_, _, _, ok := ParseCompleted("C-" + string(fp[:]) + "1:" + bad + ":x")
+		require.False(t, ok, "code %q", bad)
+	}
+}
+
+// TestStartedCreatedBeforeEpoch: a claiming process whose clock reads
+// before 1970 writes created 0 (not known), which the decoders read, not
+// a negative number they would refuse.
+func TestStartedCreatedBeforeEpoch(t *testing.T) {
+	fp := Fingerprint("f")
+	v := string(AppendStarted(nil, &fp, "12345678", "100", &Started{Attempt: 1, CreatedMS: -5}))
+	got, _, ok := ParseStarted(v)
+	require.True(t, ok, "%q", v)
+	require.Zero(t, got.CreatedMS)
 }

@@ -110,19 +110,16 @@ func DecodeClaim(reply any) (c ClaimReply, ok bool) {
 
 // DecodeOwned decodes the reply of complete, release, extend and
 // checkpoint: 1 when the caller's token owned the record and the write was
-// made, 0 when it did not own it and nothing was written, -1 (complete,
-// extend, checkpoint) when the record was gone (gone is true, owned false);
-// ok is false for any other reply.
-func DecodeOwned(reply any) (owned, gone, ok bool) {
+// made, 0 when it did not own it and nothing was written; ok is false for
+// any other reply.
+func DecodeOwned(reply any) (owned, ok bool) {
 	switch reply {
 	case int64(1):
-		return true, false, true
+		return true, true
 	case int64(0):
-		return false, false, true
-	case int64(-1):
-		return false, true, true
+		return false, true
 	}
-	return false, false, false
+	return false, false
 }
 
 // Found is lookup.lua's reply, decoded.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemkey/idemkey/internal/skew"
@@ -29,23 +30,27 @@ func recv(t *testing.T, ch <-chan *owner, d time.Duration) *owner {
 	}
 }
 
+// TestQueueFiresInOrder: deadlines added out of order fire in order, each
+// at its deadline, not before and not after (synctest's clock).
 func TestQueueFiresInOrder(t *testing.T) {
-	fired := make(chan *owner, 16)
-	q := New(func(o *owner) { fired <- o })
-	now := time.Now()
-	os := make([]*owner, 5)
-	// Added out of order; deadlines 10ms apart.
-	for _, i := range []int{3, 0, 4, 1, 2} {
-		os[i] = &owner{id: i}
-		q.Add(&os[i].e, os[i], now.Add(time.Duration(20+10*i)*time.Millisecond))
-	}
-	require.Equal(t, 5, q.Len())
-	for i := range 5 {
-		o := recv(t, fired, 10*time.Second)
-		require.Equal(t, i, o.id, "deadlines in order")
-		require.False(t, time.Now().Before(now.Add(time.Duration(20+10*i)*time.Millisecond)), "never before its deadline")
-	}
-	require.Zero(t, q.Len())
+	synctest.Test(t, func(t *testing.T) {
+		fired := make(chan *owner, 16)
+		q := New(func(o *owner) { fired <- o })
+		now := time.Now()
+		os := make([]*owner, 5)
+		// Added out of order; deadlines 10ms apart.
+		for _, i := range []int{3, 0, 4, 1, 2} {
+			os[i] = &owner{id: i}
+			q.Add(&os[i].e, os[i], now.Add(time.Duration(20+10*i)*time.Millisecond))
+		}
+		require.Equal(t, 5, q.Len())
+		for i := range 5 {
+			o := recv(t, fired, 10*time.Second)
+			require.Equal(t, i, o.id, "deadlines in order")
+			require.Equal(t, time.Duration(20+10*i)*time.Millisecond, time.Since(now), "fired at its deadline")
+		}
+		require.Zero(t, q.Len())
+	})
 }
 
 func TestQueueRemove(t *testing.T) {

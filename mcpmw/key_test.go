@@ -1,0 +1,224 @@
+package mcpmw_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/mcpmw"
+	"github.com/idemkey/idemkey/observe"
+	"github.com/idemkey/idemkey/redisstore"
+)
+
+// A guarded call without a key, or with a malformed one, is a JSON-RPC
+// invalid-params error that says what to send; nothing runs. With
+// Options.Optional a call without a key runs unguarded.
+func TestKeyMissingOrMalformedIsRefused(t *testing.T) {
+	h := start(t, inMemory, setup{})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	_, err := email(ctx, cs, "", ann("hello"))
+	require.EqualValues(t, jsonrpc.CodeInvalidParams, rpcCode(err))
+	require.Equal(t, mcpmw.ReasonKeyMissing, mcpmw.Reason(nil, err))
+	require.Contains(t, err.Error(), `the tool "send_email" requires an idempotency key in params._meta.idempotencyKey`)
+
+	for _, bad := range []any{"", strings.Repeat("k", mcpmw.MaxKeyLen+1), "a\tb", "clé", 42, nil, map[string]any{}} {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_email", Arguments: ann("hello"), Meta: mcp.Meta{mcpmw.MetaKey: bad}})
+		require.EqualValues(t, jsonrpc.CodeInvalidParams, rpcCode(err), "%#v", bad)
+		require.Equal(t, mcpmw.ReasonKeyMalformed, mcpmw.Reason(nil, err), "%#v", bad)
+	}
+	_, err = email(ctx, cs, strings.Repeat("k", mcpmw.MaxKeyLen), ann("hello"))
+	require.NoError(t, err, "the longest key")
+	require.EqualValues(t, 1, h.sent.Load())
+
+	opt := start(t, inMemory, setup{redis: h.redis, server: mcpmw.Options{Optional: true}})
+	cs = opt.connect("alice")
+	for range 2 {
+		res, err := email(ctx, cs, "", ann("hello"))
+		require.NoError(t, err)
+		require.False(t, mcpmw.Replayed(res))
+	}
+	require.EqualValues(t, 2, opt.sent.Load(), "without a key, unguarded")
+}
+
+// Options.KeyArgument takes the key from a tool argument, for clients that
+// cannot set _meta; the argument is not part of the fingerprint, and a
+// call giving two different keys is refused.
+func TestKeyArgument(t *testing.T) {
+	h := start(t, inMemory, setup{server: mcpmw.Options{KeyArgument: "idempotency_key"}})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	args := func(key string) map[string]any {
+		a := ann("hello")
+		a["idempotency_key"] = key
+		return a
+	}
+	first, err := email(ctx, cs, "", args("key-arg"))
+	require.NoError(t, err)
+	require.False(t, mcpmw.Replayed(first))
+	again, err := email(ctx, cs, "key-arg", ann("hello")) // the same key in _meta, no argument
+	require.NoError(t, err)
+	require.True(t, mcpmw.Replayed(again), "one key, wherever it came from: %s", text(again))
+	_, err = email(ctx, cs, "key-meta", args("key-arg"))
+	require.Equal(t, mcpmw.ReasonKeyMalformed, mcpmw.Reason(nil, err))
+	require.Contains(t, err.Error(), "two different keys")
+	_, err = email(ctx, cs, "", ann("hello"))
+	require.Contains(t, err.Error(), `(or the argument "idempotency_key")`)
+	require.EqualValues(t, 1, h.sent.Load())
+}
+
+// The server advertises tools.idempotency among its experimental
+// capabilities, saying where the key goes.
+func TestCapabilityIsAdvertised(t *testing.T) {
+	bothTransports(t, func(t *testing.T, tr transport) {
+		h := start(t, tr, setup{server: mcpmw.Options{KeyArgument: "idempotency_key"}})
+		cs := h.connect("alice")
+		settings, ok := mcpmw.Advertised(cs.InitializeResult().Capabilities)
+		require.True(t, ok, "%+v", cs.InitializeResult().Capabilities)
+		require.Equal(t, mcpmw.MetaKey, settings["metaKey"])
+		require.Equal(t, "idempotency_key", settings["keyArgument"])
+		require.Equal(t, true, settings["keyRequired"])
+		require.NotNil(t, cs.InitializeResult().Capabilities.Tools, "the SDK's own capabilities stay")
+	})
+}
+
+// A scope function that fails refuses the call; the default scope refuses
+// a call that presents no credential (the in-memory transport carries
+// none) rather than share one scope among callers.
+func TestCallerUnknownIsRefused(t *testing.T) {
+	h := start(t, inMemory, setup{server: mcpmw.Options{Scope: mcpmw.DefaultScope}})
+	ctx := ctxT(t, 10*time.Second)
+	_, err := email(ctx, h.connect("alice"), "key-scope", ann("hello"))
+	require.EqualValues(t, jsonrpc.CodeInvalidRequest, rpcCode(err))
+	require.Equal(t, mcpmw.ReasonScopeRequired, mcpmw.Reason(nil, err))
+	require.EqualValues(t, 0, h.sent.Load())
+
+	shared := start(t, inMemory, setup{redis: h.redis, server: mcpmw.Options{Scope: mcpmw.SharedScope("local")}})
+	ra, err := email(ctx, shared.connect("alice"), "key-scope", ann("hello"))
+	require.NoError(t, err)
+	rb, err := email(ctx, shared.connect("bob"), "key-scope", ann("hello"))
+	require.NoError(t, err)
+	require.True(t, mcpmw.Replayed(rb), "one shared scope, by choice")
+	require.Equal(t, structured(t, ra), structured(t, rb))
+}
+
+// The client middleware gives each logical call its own key, keeps a key
+// the caller set or pinned, and does not change the caller's params.
+func TestClientMintsOneKeyPerCall(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	var h *harness
+	h = start(t, inMemory, setup{client: &mcpmw.ClientOptions{}, email: func(ctx context.Context, req *mcp.CallToolRequest, in emailIn) (*mcp.CallToolResult, emailOut, error) {
+		mu.Lock()
+		keys = append(keys, mcpmw.Key(ctx))
+		mu.Unlock()
+		return h.send(ctx, req, in)
+	}})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	p := &mcp.CallToolParams{Name: "send_email", Arguments: ann("hello")}
+	for range 2 {
+		res, err := cs.CallTool(ctx, p)
+		require.NoError(t, err)
+		require.False(t, mcpmw.Replayed(res), "one params value sent twice is two calls")
+	}
+	require.NotContains(t, p.Meta, mcpmw.MetaKey, "the caller's params get no key")
+	require.Len(t, keys, 2)
+	require.NotEqual(t, keys[0], keys[1])
+
+	pinned := mcpmw.WithKey(ctx, "key-pinned")
+	r1, err := cs.CallTool(pinned, &mcp.CallToolParams{Name: "send_email", Arguments: ann("hello")})
+	require.NoError(t, err)
+	r2, err := cs.CallTool(pinned, &mcp.CallToolParams{Name: "send_email", Arguments: ann("hello")})
+	require.NoError(t, err)
+	require.False(t, mcpmw.Replayed(r1))
+	require.True(t, mcpmw.Replayed(r2), "a pinned key is one logical call")
+	_, err = email(pinned, cs, "key-own", ann("hello"))
+	require.NoError(t, err)
+	require.Equal(t, "key-own", keys[len(keys)-1], "a key in _meta wins")
+	_, err = email(ctx, cs, "bad key", ann("hello"))
+	require.ErrorContains(t, err, "malformed idempotency key")
+}
+
+// A client whose attempt times out sends the call again with the same
+// key: the server's run goes on, the retry is told it is in progress and
+// retries after the delay, and gets the replay: one email.
+func TestClientRetriesKeepTheKey(t *testing.T) {
+	bothTransports(t, func(t *testing.T, tr transport) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		var h *harness
+		inProgress := make(chan struct{}, 100)
+		h = start(t, tr, setup{
+			// The attempt timeout must fire: the tool is held until the
+			// retries have been told "in progress", so 100ms is not a
+			// bound on anything but how soon the client gives up.
+			client: &mcpmw.ClientOptions{MaxAttempts: 50, AttemptTimeout: 100 * time.Millisecond},
+			server: mcpmw.Options{RetryAfter: 10 * time.Millisecond},
+			store: redisstoreObserving(func(reason string) {
+				if reason == mcpmw.ReasonInProgress {
+					select {
+					case inProgress <- struct{}{}:
+					default:
+					}
+				}
+			}),
+			email: func(ctx context.Context, req *mcp.CallToolRequest, in emailIn) (*mcp.CallToolResult, emailOut, error) {
+				once.Do(func() { close(entered) })
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return h.send(ctx, req, in)
+			}})
+		cs := h.connect("alice")
+		ctx := ctxT(t, 30*time.Second)
+		go func() {
+			<-entered
+			<-inProgress // a retry of the timed-out attempt found it running
+			close(release)
+		}()
+		res, err := email(ctx, cs, "", ann("hello"))
+		require.NoError(t, err)
+		require.True(t, mcpmw.Replayed(res), "the last attempt got the first one's result: %s", text(res))
+		require.Equal(t, emailOut{ID: "msg_1", Attempt: 1}, structured(t, res))
+		require.EqualValues(t, 1, h.sent.Load(), "emails sent")
+	})
+}
+
+// The store's Observer sees each guarded call's decisions, named by the
+// tool: a run (claimed, completed), a replay, a refusal.
+func TestObserverSeesEachDecision(t *testing.T) {
+	var mu sync.Mutex
+	var kinds []string
+	obs := observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, e.Kind.String()+" "+e.Route)
+	}}
+	h := start(t, inMemory, setup{store: redisstore.Options{Observer: obs}})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	_, err := email(ctx, cs, "key-observed", ann("hello"))
+	require.NoError(t, err)
+	_, err = email(ctx, cs, "key-observed", ann("hello"))
+	require.NoError(t, err)
+	_, err = email(ctx, cs, "key-observed", ann("goodbye"))
+	require.Error(t, err)
+	_, err = callTool(ctx, cs, "lookup", "", nil)
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{
+		observe.Claimed.String() + " tools/call send_email",
+		observe.Completed.String() + " tools/call send_email",
+		observe.Replayed.String() + " tools/call send_email",
+		observe.Mismatch.String() + " tools/call send_email",
+	}, kinds, "an unguarded call is no decision")
+}

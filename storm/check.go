@@ -1,0 +1,365 @@
+package storm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Check judges a history: every key by the rules (RuleAtMostOnce and the
+// others; see the package documentation), the side-effect counts against
+// the operations, and with a ledger (History.Ledger) at most once key by
+// key; then it computes the figures and the thresholds, and returns the
+// report the storm that recorded the history returned. It is the storm's
+// own verdict: Run calls it on the history it recorded. Check is a pure
+// function of h, which it does not modify, and safe for concurrent use. It
+// returns an error wrapping ErrHistory, and no report, for a nil history or
+// one whose header is not valid.
+func Check(h *History) (*Report, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil", ErrHistory)
+	}
+	s := h.Header.Settings
+	if s.Mode != modeBurst && s.Mode != modeLoad {
+		return nil, fmt.Errorf("%w: mode %q", ErrHistory, s.Mode)
+	}
+	// A history built by hand may leave the counts of keys and copies to
+	// its operations.
+	s.Keys = max(s.Keys, len(h.Operations))
+	s.Dups = max(s.Dups, 1)
+	c := &checker{h: h, s: s, maxList: s.MaxFailures}
+	if c.maxList == 0 {
+		c.maxList = defaultMaxFailures
+	}
+	return c.run(), nil
+}
+
+// checker is one run of Check.
+type checker struct {
+	h        *History
+	s        Settings
+	maxList  int
+	verdicts []keyVerdict // per operation; the Failure kept only for keys that did not pass
+	rep      *Report
+	keys     map[string]bool // the history's keys, for the ledger's summary
+
+	resolvedByCount, resolvedByLedger int // unproven keys proven to have run once
+}
+
+func (c *checker) run() *Report {
+	h, s := c.h, c.s
+	rep := &Report{
+		URL: h.Header.URL, Method: h.Header.Method, Started: h.Header.Started, KeyHeader: s.KeyHeader,
+		Keys: s.Keys, Dups: s.Dups, Concurrency: s.Concurrency, Timeout: s.Timeout, Retry: s.Retry,
+		StatusCounts: map[int]int{}, Probe: Probe{Enabled: s.Probe},
+	}
+	c.rep = rep
+	interrupted := h.End == nil || h.End.Interrupted || h.End.Error != ""
+	if h.End != nil {
+		rep.Elapsed, rep.Probe.Elapsed = h.End.Elapsed, h.End.ProbeElapsed
+	}
+	ledger := ledgerExecutions(h.Ledger)
+	if h.Ledger != nil {
+		rep.Ledger = &LedgerSummary{Effects: len(h.Ledger)}
+	}
+
+	var latencies []time.Duration
+	firstErr := ""
+	c.verdicts = make([]keyVerdict, len(h.Operations))
+	for i := range h.Operations {
+		op := &h.Operations[i]
+		kv := judgeKey(op)
+		for j := range op.Attempts {
+			a := &op.Attempts[j]
+			if a.Probe {
+				if a.Attempt > 1 {
+					rep.Probe.Retries++
+				}
+				continue
+			}
+			rep.Requests++
+			if a.Attempt > 1 {
+				rep.Retries++
+			}
+			switch {
+			case a.Class.Lost():
+				rep.TransportErrors++
+				if a.Class == ClassTimeout {
+					rep.Timeouts++
+				}
+				if firstErr == "" {
+					firstErr = a.Error
+				}
+				if h.End == nil {
+					rep.Elapsed = max(rep.Elapsed, a.Done)
+				}
+				continue
+			case a.Class == ClassReplay:
+				rep.Replays++
+			case a.Class == ClassInProgress:
+				rep.InProgress++
+			case a.Class == ClassRetryLater:
+				rep.RetryLater++
+			default:
+				rep.Originals++
+			}
+			rep.Responses++
+			rep.StatusCounts[a.Status]++
+			latencies = append(latencies, a.Done-a.Sent)
+			if h.End == nil {
+				rep.Elapsed = max(rep.Elapsed, a.Done)
+			}
+		}
+		rep.OversizeReplays += kv.oversize
+		rep.ServerErrors += kv.server
+		rep.RetriedServerErrors += kv.setAside
+		switch kv.probe {
+		case probeIdentical:
+			rep.Probe.Identical++
+		case probeExecuted:
+			rep.Probe.Executed++
+		case probeDivergent:
+			rep.Probe.Divergent++
+		case probeNotFinal:
+			rep.Probe.NotFinal++
+		}
+		if kv.probe != probeNone {
+			rep.Probe.Sent++
+		}
+		if ledger != nil {
+			c.applyLedger(&kv, ledger[op.Key])
+		}
+		if kv.class == classPassed {
+			kv.failure = Failure{Key: op.Key, Originals: kv.failure.Originals}
+		}
+		c.verdicts[i] = kv
+	}
+	if rep.Ledger != nil {
+		for key := range ledger {
+			rep.Ledger.Keys++
+			if !c.hasKey(key) {
+				rep.Ledger.OtherKeys++
+			}
+		}
+	}
+	rep.Errors = rep.TransportErrors + rep.ServerErrors
+	rep.Latency = percentiles(latencies)
+	if rep.Responses == 0 && rep.Requests > 0 {
+		rep.Error = fmt.Sprintf("no HTTP response: all %d requests failed (first error: %v)", rep.Requests, firstErr)
+	}
+
+	c.judgeCounts()
+	c.tally()
+	if s.Mode == modeLoad {
+		rep.Load = c.load()
+	}
+	if h.End != nil && h.End.Error != "" {
+		rep.Error = h.End.Error
+	}
+	rep.Interrupted = interrupted
+	rep.Thresholds = s.thresholds(rep)
+	return rep
+}
+
+// hasKey reports whether the history has an operation with key.
+func (c *checker) hasKey(key string) bool {
+	if c.keys == nil {
+		c.keys = make(map[string]bool, len(c.h.Operations))
+		for i := range c.h.Operations {
+			c.keys[c.h.Operations[i].Key] = true
+		}
+	}
+	return c.keys[key]
+}
+
+// applyLedger decides at most once for one key from the executions the
+// ledger shows for it.
+func (c *checker) applyLedger(kv *keyVerdict, executions int) {
+	switch {
+	case executions > 1:
+		reason := fmt.Sprintf("the ledger shows %d executions", executions)
+		if kv.class == classFailed {
+			kv.failure.Reason = reason + "; " + kv.failure.Reason
+		} else {
+			kv.failure.Reason = reason
+		}
+		kv.class, kv.rule, kv.unproven = classFailed, RuleAtMostOnce, false
+		kv.failure.Rule = kv.rule
+	case kv.unproven:
+		kv.resolve()
+		c.resolvedByLedger++
+	}
+}
+
+// ledgerExecutions counts the executions of each key in a ledger: its
+// distinct Execution ids, plus, for the effects recorded without one, the
+// most of any one Effect; refused effects do not count. Nil for a nil
+// ledger.
+func ledgerExecutions(effects []Effect) map[string]int {
+	if effects == nil {
+		return nil
+	}
+	type tally struct {
+		ids     map[string]bool
+		effects map[string]int
+		most    int
+	}
+	keys := map[string]*tally{}
+	for _, e := range effects {
+		t := keys[e.Key]
+		if t == nil {
+			t = &tally{ids: map[string]bool{}, effects: map[string]int{}}
+			keys[e.Key] = t
+		}
+		if e.Refused {
+			continue
+		}
+		if e.Execution != "" {
+			t.ids[e.Execution] = true
+			continue
+		}
+		t.effects[e.Effect]++
+		t.most = max(t.most, t.effects[e.Effect])
+	}
+	out := make(map[string]int, len(keys))
+	for key, t := range keys {
+		out[key] = len(t.ids) + t.most
+	}
+	return out
+}
+
+// keyTally counts the keys by what they allow a count to have grown by:
+// those that ran exactly once (passed, or with a final answer and only
+// the probe in doubt), unproven ones (once at least; more would show in
+// the count), and those sent without a final answer (at most once).
+type keyTally struct{ once, unproven, maybe, failed int }
+
+func (c *checker) keyTally() keyTally {
+	var t keyTally
+	for i := range c.verdicts {
+		kv := &c.verdicts[i]
+		switch {
+		case kv.class == classFailed:
+			t.failed++
+		case kv.unproven:
+			t.unproven++
+		case kv.class == classPassed || kv.final:
+			t.once++
+		case kv.sent:
+			t.maybe++
+		}
+	}
+	return t
+}
+
+// judgeCounts checks every count read against the operations, and lets
+// the counts decide the unproven keys: when every count whose operations
+// make side effects grew by exactly the least the keys allow, each
+// unproven key ran once.
+func (c *checker) judgeCounts() {
+	s, rep := c.s, c.rep
+	if len(s.Counts) == 0 {
+		return
+	}
+	t := c.keyTally()
+	exact, judged := true, false
+	for _, f := range s.Counts {
+		cnt := Count{URL: s.CountURL, Field: f.Field, Want: f.Want, Operations: s.Keys}
+		if r, ok := c.h.Counts[f.Field]; ok {
+			cnt.Before, cnt.After, cnt.Read, cnt.Error = r.Before, r.After, r.Read, r.Error
+		} else {
+			cnt.Before = c.h.Header.CountsBefore[f.Field]
+			if !interruptedHistory(c.h) {
+				cnt.Error = "the history has no reading after the storm"
+			}
+		}
+		cnt.ran, cnt.maybe, cnt.failed = t.once+t.unproven, t.maybe, t.failed
+		cnt.Min = int64(f.Want) * int64(t.once+t.unproven)
+		cnt.Max = cnt.Min + int64(f.Want)*int64(t.maybe)
+		if f.Want > 0 {
+			judged = true
+			exact = exact && cnt.Read && cnt.Delta() == cnt.Min
+		}
+		rep.Counts = append(rep.Counts, cnt)
+	}
+	if len(rep.Counts) > 0 {
+		rep.Count = &rep.Counts[0]
+	}
+	if t.unproven > 0 && judged && exact {
+		for i := range c.verdicts {
+			if kv := &c.verdicts[i]; kv.unproven {
+				kv.resolve()
+				c.resolvedByCount++
+			}
+		}
+	}
+}
+
+// interruptedHistory reports whether h ends short of its counts' line.
+func interruptedHistory(h *History) bool {
+	return h.End == nil || h.End.Interrupted || h.End.Error != ""
+}
+
+// tally counts the keys by class, lists those that did not pass, and
+// fills in the rules' results.
+func (c *checker) tally() {
+	rep := c.rep
+	results := make([]RuleResult, len(rules))
+	index := map[string]int{}
+	for i, name := range rules {
+		results[i].Name = name
+		index[name] = i
+	}
+	list := func(to *[]Failure, f Failure) {
+		if c.maxList < 0 || len(*to) < c.maxList {
+			*to = append(*to, f)
+		}
+	}
+	example := func(r *RuleResult, key string) {
+		if c.maxList < 0 || len(r.Keys) < c.maxList {
+			r.Keys = append(r.Keys, key)
+		}
+	}
+	for i := range c.verdicts {
+		kv := &c.verdicts[i]
+		key := c.h.Operations[i].Key
+		switch kv.class {
+		case classPassed:
+			rep.KeysPassed++
+			if kv.failure.Originals == 0 {
+				rep.ReplayOnly++
+			}
+		case classFailed:
+			rep.KeysFailed++
+			list(&rep.Failures, kv.failure)
+		default:
+			rep.KeysInconclusive++
+			if kv.unproven {
+				rep.KeysUnproven++
+			}
+			list(&rep.Inconclusive, kv.failure)
+		}
+		if kv.rule != "" {
+			r := &results[index[kv.rule]]
+			if kv.class == classFailed {
+				r.Failed++
+			} else {
+				r.Inconclusive++
+			}
+			example(r, key)
+		}
+		if kv.setAside > 0 {
+			r := &results[index[RuleRetriesNotFinal]]
+			switch kv.class {
+			case classPassed:
+				r.Passed++
+			case classFailed:
+				r.Failed++
+			default:
+				r.Inconclusive++
+			}
+			example(r, key)
+		}
+	}
+	results[index[RuleAtMostOnce]].Passed = c.resolvedByCount + c.resolvedByLedger
+	rep.Rules = results
+}
