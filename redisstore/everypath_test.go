@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,11 +207,13 @@ var mutations = map[string][]string{
 // tests with the idemkey_mutate tag, and runs TestPayloadCheckOnEveryPath
 // once unmutated (green) and once per mutation: each must turn its rows
 // red, and together they must turn every row red. A path whose comparison
-// nothing tests would stay green here.
+// nothing tests would stay green here. The runs mostly wait on their
+// servers: they run side by side, and beside the package's other tests.
 func TestPayloadCheckMutations(t *testing.T) {
 	if mutationBuild {
 		t.Skip("the mutated build itself")
 	}
+	t.Parallel()
 	redistest.Binary(t) // skips (or fails with IDEMKEY_REQUIRE_REDIS=1) without redis-server
 	bin := filepath.Join(t.TempDir(), "redisstore.test")
 	build := exec.Command("go", "test", "-c", "-tags", "idemkey_mutate", "-o", bin, ".")
@@ -234,10 +237,17 @@ func TestPayloadCheckMutations(t *testing.T) {
 		}
 		return rows
 	}
-	require.Empty(t, failed(""), "the idemkey_mutate build, unmutated, passes")
+	names := append([]string{""}, slices.Sorted(maps.Keys(mutations))...)
+	results := make([][]string, len(names))
+	var wg sync.WaitGroup
+	for i, m := range names {
+		wg.Go(func() { results[i] = failed(m) })
+	}
+	wg.Wait()
+	require.Empty(t, results[0], "the idemkey_mutate build, unmutated, passes")
 	red := map[string]bool{}
-	for _, m := range slices.Sorted(maps.Keys(mutations)) {
-		rows := failed(m)
+	for i, m := range names[1:] {
+		rows := results[i+1]
 		t.Logf("IDEMKEY_MUTATE=%s: red %v", m, rows)
 		for _, want := range mutations[m] {
 			require.Contains(t, rows, want, "with the %s comparison off, the %s row stays green", m, want)

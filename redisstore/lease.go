@@ -134,7 +134,7 @@ func (l *Lease) release(ctx context.Context, keep bool) error {
 // handBack gives back a claim whose answer was lost (script.HandBack).
 // Release is fenced, so it is harmless if the claim never took effect.
 func (l *Lease) handBack() {
-	script.HandBack(l.store.opts.Lease, func(ctx context.Context) bool {
+	script.HandBack(l.store.opts.Lease, l.store.out.Refusal, func(ctx context.Context) bool {
 		return errors.Is(l.release(ctx, false), ErrLeaseLost)
 	})
 }

@@ -20,9 +20,9 @@ func TestRun(t *testing.T) {
 	require.Contains(t, s, "the same key for another amount: FailedPrecondition (KEY_REUSED)")
 }
 
-// On the embedded miniredis the example logs nothing: the store's start-up
-// check reads its eviction policy (it never evicts) instead of warning
-// that it cannot.
+// On the embedded miniredis the example logs nothing: the store does not
+// check it (Options.NoStartupCheck), which would warn that it persists
+// nothing.
 func TestRunLogsNothingOnMiniredis(t *testing.T) {
 	var logs lockedBuffer
 	old := slog.Default()

@@ -26,8 +26,6 @@ var wallclockAllowed = map[string]string{
 
 	// Owned by the refused-connection fix (another branch rewrites these
 	// to assert the cause of the 503; their code is left alone here).
-	"internal/faulttest/storehealth_test.go TestRefusedRedisAnswers503Fast": "pending: the refused-connection fix rewrites it to assert the cause (it failed at 2.0s against 500ms on a busy machine)",
-	"redisstore/outage_test.go TestRefusedConnectionFailsFast":              "pending: the refused-connection path, owned by the refused-connection fix; its ceiling is timeout/4 on claims that fail at once",
 
 	// Pending changes of this audit (docs/testing.md).
 	"internal/contracttest/contract.go run":                                    "4x, the bound is the behaviour: Timeout ends a request whose Redis is down or hung; the ceiling is 4 x (Timeout + 1s)",

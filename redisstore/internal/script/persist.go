@@ -53,13 +53,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // (Redis may have run it, and nobody will run the operation on it): it
 // calls release, within timeout each time, at once and once more a moment
 // later in case the claim reached Redis late, until release reports that
-// the claim is not held (done).
-func HandBack(timeout time.Duration, release func(context.Context) (done bool)) {
+// the claim is not held (done). While refusal says Redis refuses
+// connections (Outage.Refusal), it waits for it to answer, within the
+// same timeout, rather than send releases that cannot reach it.
+func HandBack(timeout time.Duration, refusal func() error, release func(context.Context) (done bool)) {
 	go func() {
 		for _, wait := range [...]time.Duration{0, 100 * time.Millisecond} {
 			time.Sleep(wait)
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			done := release(ctx)
+			for refusal() != nil && sleep(ctx, outageProbe) {
+			}
+			done := ctx.Err() == nil && release(ctx)
 			cancel()
 			if done {
 				return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -61,5 +62,30 @@ func TestPersist(t *testing.T) {
 			require.Equal(t, 3, tries)
 			require.Equal(t, 50*time.Millisecond, time.Since(start))
 		})
+	})
+}
+
+// TestHandBackWaitsOutAnOutage: a claim handed back while Redis refuses
+// connections sends no release (it could not reach Redis) until Redis
+// answers again; then it releases, once. Time is synctest's.
+func TestHandBackWaitsOutAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		down.Store(true)
+		refusal := func() error {
+			if down.Load() {
+				return errors.New("refused")
+			}
+			return nil
+		}
+		var releases atomic.Int32
+		HandBack(time.Second, refusal, func(context.Context) bool { releases.Add(1); return true })
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		require.Zero(t, releases.Load(), "a release sent while Redis refuses")
+		down.Store(false)
+		time.Sleep(outageProbe)
+		synctest.Wait()
+		require.EqualValues(t, 1, releases.Load())
 	})
 }
