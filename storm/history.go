@@ -304,4 +304,9 @@ type Effect struct {
 	// fencing token was stale): the service records that the effect did
 	// not take, and it is not counted.
 	Refused bool
+	// Start and End are when the run began and when it made the effect,
+	// by the service's wall clock (RFC 3339 "start" and "end"); zero when
+	// the service records none. CheckSchedule's leases property compares
+	// them.
+	Start, End time.Time
 }
