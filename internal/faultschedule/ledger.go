@@ -1,0 +1,84 @@
+package faultschedule
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// Ledger is the service's record of its side effects, outside Redis: JSON
+// Lines appended to a file and fsynced line by line, in the format
+// storm.ReadLedger reads. Its methods are safe for concurrent use.
+type Ledger struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	err  error
+}
+
+// ledgerLine is one line: an effect, or the refusal of an execution's
+// completion.
+type ledgerLine struct {
+	Key       string     `json:"key"`
+	Effect    string     `json:"effect,omitempty"`
+	Execution string     `json:"execution"`
+	Attempt   int        `json:"attempt,omitempty"`
+	Start     *time.Time `json:"start,omitempty"`
+	End       *time.Time `json:"end,omitempty"`
+	Refused   bool       `json:"refused,omitempty"`
+}
+
+// OpenLedger creates (or truncates) the ledger file at path.
+func OpenLedger(path string) (*Ledger, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{f: f, path: path}, nil
+}
+
+// Path returns the ledger's file name.
+func (l *Ledger) Path() string { return l.path }
+
+// write appends one line and syncs it to disk before returning: once
+// write has returned, the effect is on record whatever happens next.
+func (l *Ledger) write(line ledgerLine) {
+	b, err := json.Marshal(line)
+	if err != nil {
+		panic(err) // plain strings, times and ints
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	if _, err := l.f.Write(b); err != nil {
+		l.err = err
+		return
+	}
+	l.err = l.f.Sync()
+}
+
+// Effect records an execution's side effect.
+func (l *Ledger) Effect(key, execution string, token int, start, end time.Time) {
+	l.write(ledgerLine{Key: key, Effect: "charge", Execution: execution, Attempt: token, Start: &start, End: &end})
+}
+
+// Refused records that the store refused the completion of an execution:
+// its effect does not count.
+func (l *Ledger) Refused(key, execution string) {
+	l.write(ledgerLine{Key: key, Execution: execution, Refused: true})
+}
+
+// Close closes the file and returns the first error of a write or sync.
+func (l *Ledger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.f.Close(); err != nil && l.err == nil {
+		l.err = fmt.Errorf("ledger: %w", err)
+	}
+	return l.err
+}

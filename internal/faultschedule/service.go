@@ -1,0 +1,259 @@
+package faultschedule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkey/idemkey/observe"
+)
+
+// scope is the one scope of the service's keys (httpmw.SharedScope).
+const scope = "schedules"
+
+// hashSecret keys the key hashes the real store's observer reports.
+var hashSecret = []byte("faultschedule")
+
+// keyHash is the hash the store's events report for key.
+func keyHash(key string) string {
+	e := observe.NewEvent(observe.Fenced, scope, key)
+	return e.KeyHash(hashSecret)
+}
+
+// Plan is the service's behaviour, shared by its instances as a real
+// service's would be by its dependencies: the first run of some
+// operations answers a transient 500 before doing anything (op%10 == 3),
+// the first run of others takes Slow (op%10 == 6), longer than the
+// client waits for an attempt. Its methods are safe for concurrent use.
+type Plan struct {
+	// Slow is how long a slow run takes; 0: none is slow.
+	Slow time.Duration
+
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+type action int
+
+const (
+	actNormal action = iota
+	actTransient
+	actSlow
+)
+
+func (p *Plan) next(key string, op int) action {
+	if p == nil {
+		return actNormal
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runs == nil {
+		p.runs = map[string]int{}
+	}
+	p.runs[key]++
+	if p.runs[key] > 1 {
+		return actNormal
+	}
+	switch {
+	case op%10 == 3:
+		return actTransient
+	case op%10 == 6 && p.Slow > 0:
+		return actSlow
+	}
+	return actNormal
+}
+
+// gate freezes an instance: frozen, its handlers and new requests wait;
+// dead (killed), they never go on.
+type gate struct {
+	mu     sync.Mutex
+	frozen bool
+	dead   bool
+	open   chan struct{} // closed when not frozen
+}
+
+func newGate() *gate {
+	g := &gate{open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+func (g *gate) freeze() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.frozen {
+		g.frozen = true
+		g.open = make(chan struct{})
+	}
+}
+
+func (g *gate) thaw() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.frozen && !g.dead {
+		g.frozen = false
+		close(g.open)
+	}
+}
+
+// kill freezes the gate for good; release lets the waiters out (to die
+// quietly) when the run is over.
+func (g *gate) kill() {
+	g.freeze()
+	g.mu.Lock()
+	g.dead = true
+	g.mu.Unlock()
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.frozen {
+		g.frozen = false
+		close(g.open)
+	}
+}
+
+// pass waits while the gate is frozen and then calls onPass (if not nil)
+// before anyone can freeze it again; it reports false when the instance
+// was killed: the caller must do nothing more.
+func (g *gate) pass(onPass func()) bool {
+	for {
+		g.mu.Lock()
+		open, frozen, dead := g.open, g.frozen, g.dead
+		if !frozen && !dead && onPass != nil {
+			onPass()
+		}
+		g.mu.Unlock()
+		if dead {
+			return false
+		}
+		if !frozen {
+			return true
+		}
+		<-open
+	}
+}
+
+// Service is one instance of the test service: a charge endpoint whose
+// side effect is a line of the Ledger. Its body is {"op": N}; its answer
+// 201 {"op", "key", "execution", "token"}, the execution id making every
+// run's answer different, so that a replay shows which run it replays.
+type Service struct {
+	name   string
+	ledger *Ledger
+	plan   *Plan
+	gate   *gate
+
+	seq       atomic.Int64
+	inFlight  atomic.Int64
+	effecting atomic.Int64 // requests past the gate whose answer is not done
+
+	mu      sync.Mutex
+	pending map[refKey][]pendingRun // runs by key hash and token, for their refusal
+}
+
+type refKey struct {
+	hash  string
+	token int
+}
+
+type pendingRun struct{ key, id string }
+
+func newService(name string, ledger *Ledger, plan *Plan) *Service {
+	return &Service{name: name, ledger: ledger, plan: plan, gate: newGate(), pending: map[refKey][]pendingRun{}}
+}
+
+// runInfo tells the handler the key and the fencing token its run holds.
+type runInfo func(ctx context.Context) (key string, token int)
+
+// handler returns the service's handler, to be wrapped by a guard that
+// gives it the run's key and token through info.
+func (s *Service) handler(info runInfo) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		start := time.Now()
+		key, token := info(r.Context())
+		var req struct {
+			Op int `json:"op"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &req)
+		switch s.plan.next(key, req.Op) {
+		case actTransient:
+			http.Error(w, "transient", http.StatusInternalServerError)
+			return
+		case actSlow:
+			time.Sleep(s.plan.Slow) // deliberately deaf to the client giving up
+		}
+		if !s.gate.pass(func() { s.markEffecting(r.Context()) }) {
+			panic(http.ErrAbortHandler) // killed: this run never made its effect
+		}
+		id := s.name + "-" + strconv.FormatInt(s.seq.Add(1), 10)
+		s.mu.Lock()
+		rk := refKey{keyHash(key), token}
+		s.pending[rk] = append(s.pending[rk], pendingRun{key, id})
+		s.mu.Unlock()
+		s.ledger.Effect(key, id, token, start, time.Now())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"op":%d,"key":%q,"execution":%q,"token":%d}`, req.Op, key, id, token)
+	})
+}
+
+// refused records the refusal of the completion of this instance's runs
+// of the key (by hash) under token.
+func (s *Service) refused(hash string, token int) {
+	s.mu.Lock()
+	runs := s.pending[refKey{hash, token}]
+	delete(s.pending, refKey{hash, token})
+	s.mu.Unlock()
+	for _, p := range runs {
+		s.ledger.Refused(p.key, p.id)
+	}
+}
+
+// front holds new requests while the instance is frozen, as a stopped
+// process would, and drops them once it is killed.
+func (s *Service) front(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.gate.pass(nil) {
+			panic(http.ErrAbortHandler)
+		}
+		flag := new(atomic.Bool)
+		defer func() {
+			if flag.Load() {
+				s.effecting.Add(-1)
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), effectingKey{}, flag)))
+	})
+}
+
+type effectingKey struct{}
+
+// markEffecting counts the request as past the gate, until its answer
+// (the completion included) is done.
+func (s *Service) markEffecting(ctx context.Context) {
+	if f, ok := ctx.Value(effectingKey{}).(*atomic.Bool); ok && !f.Load() {
+		f.Store(true)
+		s.effecting.Add(1)
+	}
+}
+
+// settle waits (a bounded poll) until no request is between the gate and
+// the end of its answer: a frozen instance then holds every run before
+// its effect.
+func (s *Service) settle(within time.Duration) {
+	deadline := time.Now().Add(within)
+	for s.effecting.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
