@@ -31,13 +31,17 @@ const (
 	// RestartRedis kills redis-server with SIGKILL and restarts it, with
 	// whatever its persistence kept.
 	RestartRedis Kind = "restart-redis"
+	// Failover kills the Sentinel deployment's master (SIGKILL): the
+	// sentinels promote a replica, which has what asynchronous
+	// replication had sent it.
+	Failover Kind = "failover"
 	// Evict writes more than Redis's maxmemory of filler, so that an
 	// allkeys-lru Redis evicts records.
 	Evict Kind = "evict"
 )
 
 // Kinds lists every kind of fault.
-var Kinds = []Kind{Partition, Delay, DropReply, Pause, Kill, RestartRedis, Evict}
+var Kinds = []Kind{Partition, Delay, DropReply, Pause, Kill, RestartRedis, Failover, Evict}
 
 // Fault is one fault of a schedule.
 type Fault struct {

@@ -74,11 +74,11 @@ func (n *nemesis) run(ctx context.Context, start time.Time, s Schedule) {
 	}
 }
 
-// busy waits (a bounded poll) until the instance has a handler running,
-// so that a kill or a pause catches one mid-run.
+// busy waits (a bounded poll) until the instance has a slow run in its
+// sleep, so that a kill or a pause catches a run before its effect.
 func busy(ctx context.Context, in *instance, within time.Duration) {
 	deadline := time.Now().Add(within)
-	for in.svc.inFlight.Load() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+	for in.svc.sleeping.Load() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
@@ -98,42 +98,48 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 	switch f.Kind {
 	case Partition:
 		n.logf("partition %s from Redis", in.svc.name)
-		r := in.proxy.Inject(faultproxy.Fault{Action: faultproxy.Blackhole})
+		r := in.inject(faultproxy.Fault{Action: faultproxy.Blackhole})
 		sleepUntil()
-		r.Remove()
-		in.proxy.ResetConns()
+		in.heal(r)
 		n.logf("healed: %s reconnected", in.svc.name)
 	case Delay:
 		n.logf("delay %s's commands by 50ms", in.svc.name)
-		r := in.proxy.Inject(faultproxy.Fault{Action: faultproxy.Delay, Delay: 50 * time.Millisecond})
+		r := in.inject(faultproxy.Fault{Action: faultproxy.Delay, Delay: 50 * time.Millisecond})
 		sleepUntil()
-		r.Remove()
+		in.heal(r)
 		n.logf("healed: %s's commands undelayed", in.svc.name)
 	case DropReply:
 		n.logf("drop the replies of %s's next 5 scripts after they ran", in.svc.name)
-		r := in.proxy.Inject(faultproxy.Fault{Action: faultproxy.LoseReply, Match: faultproxy.Name("EVALSHA", "EVAL"), Times: 5})
+		r := in.inject(faultproxy.Fault{Action: faultproxy.LoseReply, Match: faultproxy.Name("EVALSHA", "EVAL"), Times: 5})
 		sleepUntil()
-		n.logf("healed: %d replies dropped", r.Hits())
-		r.Remove()
+		if r != nil {
+			n.logf("healed: %d replies dropped", r.Hits())
+		}
+		in.heal(r)
 	case Pause:
 		busy(ctx, in, time.Second)
-		n.logf("pause %s (%d handlers running)", in.svc.name, in.svc.inFlight.Load())
+		n.logf("pause %s (%d handlers running, %d before their effect)", in.svc.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
 		in.svc.gate.freeze()
 		in.svc.settle(5 * time.Second)
-		r := in.proxy.Inject(faultproxy.Fault{Action: faultproxy.Blackhole})
-		in.proxy.ResetConns()
+		r := in.inject(faultproxy.Fault{Action: faultproxy.Blackhole})
+		if r != nil {
+			in.proxy.ResetConns()
+		}
 		sleepUntil()
-		r.Remove()
+		in.heal(r)
 		in.svc.gate.thaw()
 		n.logf("healed: %s continued", in.svc.name)
 	case Kill:
 		busy(ctx, in, time.Second)
-		n.logf("kill %s (%d handlers running)", in.svc.name, in.svc.inFlight.Load())
+		n.logf("kill %s (%d handlers running, %d before their effect)", in.svc.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
 		in.svc.gate.freeze()
 		in.svc.settle(5 * time.Second)
 		in.svc.gate.kill()
-		in.proxy.Inject(faultproxy.Fault{Action: faultproxy.Blackhole})
-		in.proxy.ResetConns()
+		if in.inject(faultproxy.Fault{Action: faultproxy.Blackhole}) != nil {
+			in.proxy.ResetConns()
+		} else {
+			_ = in.rdb.Close()
+		}
 		in.srv.Listener.Close()
 		in.srv.CloseClientConnections()
 		sleepUntil()
@@ -141,13 +147,25 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 		c.restarts++
 		name := in.svc.name + "r" + strconv.Itoa(c.restarts)
 		c.mu.Unlock()
-		fresh := c.start(f.Instance, name)
+		fresh := c.start(name)
 		c.mu.Lock()
 		c.old = append(c.old, in)
 		c.insts[f.Instance%len(c.insts)] = fresh
 		c.mu.Unlock()
 		n.logf("healed: %s started in %s's place", name, in.svc.name)
+	case Failover:
+		if c.sentinel == nil {
+			n.logf("failover: no Sentinel")
+			return
+		}
+		n.logf("kill -9 the master; the sentinels promote a replica")
+		killed, promoted, err := c.sentinel.KillMaster(ctx)
+		n.logf("healed: node %d promoted in node %d's place (%v)", promoted, killed, err)
 	case RestartRedis:
+		if c.redis == nil {
+			n.logf("restart-redis: no single server")
+			return
+		}
 		n.logf("kill -9 redis-server")
 		c.redis.Kill()
 		sleepUntil()
@@ -155,6 +173,10 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 		n.logf("healed: redis-server restarted")
 	case Evict:
 		n.logf("fill Redis past its maxmemory")
+		if c.redis == nil {
+			n.logf("evict: no single server")
+			return
+		}
 		rdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr()})
 		defer rdb.Close()
 		filler := make([]byte, 64<<10)

@@ -21,7 +21,7 @@ const (
 // mid-handler and restarted, then another paused past the lease.
 var controlSchedule = Schedule{
 	{Kind: Kill, At: 700 * time.Millisecond, For: 300 * time.Millisecond, Instance: 0},
-	{Kind: Pause, At: 1400 * time.Millisecond, For: 2 * controlLease, Instance: 1},
+	{Kind: Pause, At: 1400 * time.Millisecond, For: 3 * controlLease, Instance: 1},
 }
 
 func runControl(t *testing.T, g Guard) *Result {

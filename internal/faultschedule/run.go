@@ -48,6 +48,11 @@ type Config struct {
 	Schedule Schedule
 	// RedisArgs are extra redis-server arguments (persistence, maxmemory).
 	RedisArgs []string
+	// Sentinel runs Redis as a Sentinel deployment (a master, two
+	// asynchronous replicas, three sentinels) instead of one server; the
+	// instances reach it through a failover client, not through proxies,
+	// so the faults that need a proxy do nothing but their log line.
+	Sentinel bool
 	// Foreign is the number of keys sent a different body after the storm,
 	// on every instance. Default: 20.
 	Foreign int
@@ -73,7 +78,7 @@ type Result struct {
 type instance struct {
 	svc   *Service
 	proxy *faultproxy.Proxy
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	srv   *httptest.Server
 	done  func()
 }
@@ -81,8 +86,9 @@ type instance struct {
 type cluster struct {
 	t      testing.TB
 	cfg    Config
-	redis  *redistest.Server
-	ledger *Ledger
+	redis    *redistest.Server
+	sentinel *redistest.Sentinel
+	ledger   *Ledger
 	plan   *Plan
 
 	mu       sync.Mutex
@@ -93,14 +99,24 @@ type cluster struct {
 	tr       *http.Transport
 }
 
-func (c *cluster) start(i int, name string) *instance {
+func (c *cluster) start(name string) *instance {
 	t := c.t
-	p, err := faultproxy.New(c.redis.Addr())
-	if err != nil {
-		t.Fatal(err)
+	var (
+		p   *faultproxy.Proxy
+		rdb redis.UniversalClient
+	)
+	if c.sentinel != nil {
+		o := c.sentinel.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = time.Second, time.Second, time.Second, time.Second
+		rdb = redis.NewFailoverClient(o)
+	} else {
+		var err error
+		if p, err = faultproxy.New(c.redis.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		rdb = redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second,
+			WriteTimeout: time.Second, PoolTimeout: time.Second, ContextTimeoutEnabled: true})
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second,
-		WriteTimeout: time.Second, PoolTimeout: time.Second, ContextTimeoutEnabled: true})
 	svc := newService(name, c.ledger, c.plan)
 	h, done, err := c.cfg.Guard(svc, rdb)
 	if err != nil {
@@ -108,6 +124,21 @@ func (c *cluster) start(i int, name string) *instance {
 	}
 	srv := httptest.NewServer(svc.front(h))
 	return &instance{svc: svc, proxy: p, rdb: rdb, srv: srv, done: done}
+}
+
+// inject injects f into the instance's proxy; nil without one.
+func (in *instance) inject(f faultproxy.Fault) *faultproxy.Rule {
+	if in.proxy == nil {
+		return nil
+	}
+	return in.proxy.Inject(f)
+}
+
+func (in *instance) heal(r *faultproxy.Rule) {
+	if r != nil {
+		r.Remove()
+		in.proxy.ResetConns()
+	}
 }
 
 // RoundTrip sends each attempt to the next instance in turn.
@@ -152,22 +183,29 @@ func Run(t testing.TB, cfg Config) *Result {
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
-	srv := redistest.Start(t, redistest.Args(cfg.RedisArgs...))
+	c := &cluster{t: t, cfg: cfg, plan: &Plan{Slow: cfg.Slow},
+		tr: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}
+	if cfg.Sentinel {
+		c.sentinel = redistest.StartSentinel(t, redistest.Args(cfg.RedisArgs...))
+	} else {
+		c.redis = redistest.Start(t, redistest.Args(cfg.RedisArgs...))
+	}
 	ledger, err := OpenLedger(filepath.Join(cfg.Dir, "ledger.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, cfg: cfg, redis: srv, ledger: ledger, plan: &Plan{Slow: cfg.Slow},
-		tr: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}
+	c.ledger = ledger
 	for i := range cfg.Instances {
-		c.insts = append(c.insts, c.start(i, "i"+strconv.Itoa(i)))
+		c.insts = append(c.insts, c.start("i"+strconv.Itoa(i)))
 	}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		all := append(append([]*instance(nil), c.insts...), c.old...)
 		c.mu.Unlock()
 		for _, in := range all {
-			_ = in.proxy.Close()
+			if in.proxy != nil {
+				_ = in.proxy.Close()
+			}
 			in.svc.gate.release()
 		}
 		for _, in := range all {
@@ -198,7 +236,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		Dups:           cfg.Dups,
 		AttemptTimeout: cfg.AttemptTimeout,
 		Retries:        30,
-		Timeout:        cfg.Lease*4 + 8*time.Second,
+		Timeout:        cfg.Lease*4 + 4*time.Second,
 		Policy:         idemclient.Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxRetryAfter: time.Second},
 		MaxInFlight:    500,
 		Client:         &http.Client{Transport: c, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},

@@ -153,6 +153,7 @@ type Service struct {
 
 	seq       atomic.Int64
 	inFlight  atomic.Int64
+	sleeping  atomic.Int64 // slow runs in their sleep, before their effect
 	effecting atomic.Int64 // requests past the gate whose answer is not done
 
 	mu      sync.Mutex
@@ -191,7 +192,9 @@ func (s *Service) handler(info runInfo) http.Handler {
 			http.Error(w, "transient", http.StatusInternalServerError)
 			return
 		case actSlow:
+			s.sleeping.Add(1)
 			time.Sleep(s.plan.Slow) // deliberately deaf to the client giving up
+			s.sleeping.Add(-1)
 		}
 		if !s.gate.pass(func() { s.markEffecting(r.Context()) }) {
 			panic(http.ErrAbortHandler) // killed: this run never made its effect

@@ -164,6 +164,7 @@ func (t *toy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "body", http.StatusBadRequest)
 		return
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	sum := sha256.Sum256(body)
 	fp := hex.EncodeToString(sum[:8])
 	ctx := r.Context()
