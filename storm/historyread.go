@@ -281,8 +281,8 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 
 // ReadLedger reads a ledger: JSON Lines, one object per side effect the
 // service made, {"key": …, "effect": "charge"} and optionally
-// "execution", "attempt", "token" (strings or numbers), "refused", and
-// "start" and "end" (RFC 3339; see Effect). It returns an error wrapping ErrHistory for a line that is
+// "execution", "attempt", "token" (strings or numbers), "refused",
+// "not_stored", and "start" and "end" (RFC 3339; see Effect). It returns an error wrapping ErrHistory for a line that is
 // not such an object or has no key, and the reader's errors.
 func ReadLedger(r io.Reader) ([]Effect, error) {
 	var out []Effect
@@ -294,6 +294,7 @@ func ReadLedger(r io.Reader) ([]Effect, error) {
 			Attempt   int        `json:"attempt"`
 			Token     flexString `json:"token"`
 			Refused   bool       `json:"refused"`
+			NotStored bool       `json:"not_stored"`
 			Start     time.Time  `json:"start"`
 			End       time.Time  `json:"end"`
 		}
@@ -304,7 +305,7 @@ func ReadLedger(r io.Reader) ([]Effect, error) {
 			return fmt.Errorf("%w: ledger: no key", ErrHistory)
 		}
 		out = append(out, Effect{Key: *e.Key, Effect: e.Effect, Execution: string(e.Execution), Attempt: e.Attempt,
-			Token: string(e.Token), Refused: e.Refused, Start: e.Start, End: e.End})
+			Token: string(e.Token), Refused: e.Refused, NotStored: e.NotStored, Start: e.Start, End: e.End})
 		return nil
 	})
 	if err != nil {

@@ -32,7 +32,9 @@ const (
 	PropMismatch = "mismatch"
 	// PropLeases: no two executions of a key overlap in time, unless the
 	// later one holds a higher fencing token and the earlier one's
-	// completion was refused.
+	// completion was refused. (When the earlier one's outcome was reported
+	// not stored instead, the overlap is announced; see
+	// ScheduleReport.Unannounced.)
 	PropLeases = "leases"
 	// PropLiveness: once the faults have healed (ScheduleOptions.Healed),
 	// every operation sent again gets a final answer within
@@ -87,12 +89,32 @@ type ScheduleReport struct {
 	Refused int
 	// Duplicates is the number of keys executed more than once.
 	Duplicates int
+	// Announced is the number of those whose every execution but the last
+	// had its outcome reported not stored (Effect.NotStored): the service
+	// was told a retry might run the key again. They still break
+	// PropAtMostOnce (and PropNoLostSuccess, when acknowledged).
+	Announced int
 	// Counts holds the number of keys that broke each property, by name;
 	// every property has an entry.
 	Counts map[string]int
 	// Violations lists keys that broke a property, at most
 	// ScheduleOptions.MaxExamples per property.
 	Violations []Violation
+
+	announcedViolations int
+}
+
+// Unannounced returns the number of violations (keys times properties)
+// not explained by an execution whose outcome the store reported not
+// stored (a duplicate after it, or an overlap with the run that took its
+// key over): what a mode that promises at most once, save for outcomes
+// reported not stored, must keep at zero.
+func (r *ScheduleReport) Unannounced() int {
+	n := 0
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n - r.announcedViolations
 }
 
 // OK reports whether no property was broken.
@@ -109,8 +131,8 @@ func (r *ScheduleReport) OK() bool {
 // violation listed, one a line.
 func (r *ScheduleReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d operations, %d executions (%d refused), %d keys executed more than once\n",
-		r.Operations, r.Executions, r.Refused, r.Duplicates)
+	fmt.Fprintf(&b, "%d operations, %d executions (%d refused), %d keys executed more than once (%d announced: outcome reported not stored)\n",
+		r.Operations, r.Executions, r.Refused, r.Duplicates, r.Announced)
 	for _, p := range Properties {
 		verdict := "ok"
 		if n := r.Counts[p]; n > 0 {
@@ -140,6 +162,9 @@ type Execution struct {
 	// Refused reports that one of its lines records the refusal of its
 	// completion: it did not take effect.
 	Refused bool
+	// NotStored reports that one of its lines records that its outcome
+	// could not be stored (Effect.NotStored).
+	NotStored bool
 }
 
 // Executions merges a ledger's lines into executions, by key, each key's
@@ -171,6 +196,7 @@ func Executions(ledger []Effect) map[string][]Execution {
 			x.End = e.End
 		}
 		x.Refused = x.Refused || e.Refused
+		x.NotStored = x.NotStored || e.NotStored
 	}
 	for _, xs := range byKey {
 		slices.SortStableFunc(xs, func(a, b Execution) int {
@@ -234,13 +260,21 @@ func CheckSchedule(h *History, opts ScheduleOptions) (*ScheduleReport, error) {
 		}
 	}
 	slices.Sort(keys)
+	announced := map[string]bool{}
 	for _, key := range keys {
 		xs := execs[key]
 		if n := effective[key]; n > 1 {
 			r.Duplicates++
+			if announcedTwice(xs) {
+				r.Announced++
+				r.announcedViolations++
+				announced[key] = true
+			}
 			flag(PropAtMostOnce, key, "%d executions took effect: %s", n, describeExecutions(xs))
 		}
-		checkLeases(key, xs, flag)
+		if checkLeases(key, xs, flag) {
+			r.announcedViolations++
+		}
 	}
 
 	for i := range h.Operations {
@@ -270,6 +304,9 @@ func CheckSchedule(h *History, opts ScheduleOptions) (*ScheduleReport, error) {
 			}
 		}
 		if acked && effective[op.Key] != 1 {
+			if announced[op.Key] {
+				r.announcedViolations++
+			}
 			flag(PropNoLostSuccess, op.Key, "acknowledged (%d), but %d executions took effect", first.Status, effective[op.Key])
 		}
 		if opts.Bound > 0 {
@@ -285,10 +322,30 @@ func CheckSchedule(h *History, opts ScheduleOptions) (*ScheduleReport, error) {
 	return r, nil
 }
 
-// checkLeases flags every pair of a key's executions that overlap in time
-// when the later one does not hold a higher token or the earlier one's
-// completion was not refused.
-func checkLeases(key string, xs []Execution, flag func(prop, key, format string, args ...any)) {
+// announcedTwice reports whether every execution that took effect but the
+// last one (by start) had its outcome reported not stored.
+func announcedTwice(xs []Execution) bool {
+	last := -1
+	for i := range xs {
+		if !xs[i].Refused {
+			last = i
+		}
+	}
+	for i := range xs {
+		if i != last && !xs[i].Refused && !xs[i].NotStored {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLeases flags the first pair of a key's executions that overlap in
+// time when the later one does not hold a higher token or the earlier
+// one's completion was not refused. It reports whether the pair it
+// flagged is announced: the later holds a higher token and the earlier's
+// outcome was reported not stored (the store could not say whether to
+// refuse it).
+func checkLeases(key string, xs []Execution, flag func(prop, key, format string, args ...any)) (announced bool) {
 	for i := range xs {
 		a := &xs[i]
 		if a.Start.IsZero() || a.End.IsZero() {
@@ -302,11 +359,16 @@ func checkLeases(key string, xs []Execution, flag func(prop, key, format string,
 			if b.Token > a.Token && a.Refused {
 				continue
 			}
-			flag(PropLeases, key, "executions %s (token %d, %s) and %s (token %d, %s) overlap by %v",
-				a.ID, a.Token, refusedWord(a.Refused), b.ID, b.Token, refusedWord(b.Refused), a.End.Sub(b.Start).Round(time.Microsecond))
-			return
+			note := ""
+			if a.NotStored {
+				note = ", outcome not stored"
+			}
+			flag(PropLeases, key, "executions %s (token %d, %s%s) and %s (token %d, %s) overlap by %v",
+				a.ID, a.Token, refusedWord(a.Refused), note, b.ID, b.Token, refusedWord(b.Refused), a.End.Sub(b.Start).Round(time.Microsecond))
+			return b.Token > a.Token && a.NotStored
 		}
 	}
+	return false
 }
 
 // checkLiveness flags an operation sent after the faults healed that did
@@ -356,7 +418,11 @@ func refusedWord(refused bool) string {
 func describeExecutions(xs []Execution) string {
 	parts := make([]string, 0, len(xs))
 	for _, x := range xs {
-		parts = append(parts, fmt.Sprintf("%s (token %d, %s)", x.ID, x.Token, refusedWord(x.Refused)))
+		note := refusedWord(x.Refused)
+		if x.NotStored {
+			note += ", outcome not stored"
+		}
+		parts = append(parts, fmt.Sprintf("%s (token %d, %s)", x.ID, x.Token, note))
 	}
 	return strings.Join(parts, ", ")
 }

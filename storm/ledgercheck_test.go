@@ -168,3 +168,34 @@ func TestReadLedgerReadsTimes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.KeysPassed)
 }
+
+func TestCheckScheduleAnnouncedDuplicates(t *testing.T) {
+	// The first run's outcome could not be stored and the service was
+	// told: the second run still breaks at most once, but is announced.
+	h := burst([]Attempt{att(ClassTimeout, 0, "", 0, 10).retried(), att(ClassOriginal, 201, "b", 20, 30).number(2)})
+	first := run("key-0", "x1", 1, 1, 5)
+	h.Ledger = []Effect{first, {Key: "key-0", Execution: "x1", NotStored: true}, run("key-0", "x2", 2, 21, 25)}
+	r := scheduleOf(t, h, ScheduleOptions{})
+	require.Equal(t, 1, r.Counts[PropAtMostOnce])
+	require.Equal(t, 1, r.Counts[PropNoLostSuccess])
+	require.Equal(t, 1, r.Announced)
+	require.Equal(t, 0, r.Unannounced())
+	require.Contains(t, r.Violations[0].Detail, "outcome not stored")
+
+	// Unannounced, it counts.
+	h.Ledger = []Effect{first, run("key-0", "x2", 2, 21, 25)}
+	r = scheduleOf(t, h, ScheduleOptions{})
+	require.Equal(t, 0, r.Announced)
+	require.Equal(t, 2, r.Unannounced())
+}
+
+func TestCheckScheduleAnnouncedOverlap(t *testing.T) {
+	// A run paused past its lease resumes while its key's new owner runs;
+	// its completion could not be stored (Redis was down), so nothing
+	// refused it, but the service was told.
+	h := burst([]Attempt{att(ClassOriginal, 201, "b", 0, 40)})
+	h.Ledger = []Effect{run("key-0", "x1", 1, 1, 30), {Key: "key-0", Execution: "x1", NotStored: true}, run("key-0", "x2", 2, 10, 20)}
+	r := scheduleOf(t, h, ScheduleOptions{})
+	require.Equal(t, 1, r.Counts[PropLeases])
+	require.Equal(t, 0, r.Unannounced())
+}

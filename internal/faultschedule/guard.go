@@ -19,14 +19,19 @@ type Guard func(svc *Service, rdb redis.UniversalClient) (http.Handler, func(), 
 
 // Real is idemkey: redisstore with opts (its Observer and Logger are the
 // guard's) behind httpmw. The service records the refusal of a run's
-// completion when the store reports the run fenced.
+// completion when the store reports the run fenced, and that its outcome
+// was not stored when the store says so.
 func Real(opts redisstore.Options) Guard {
 	return func(svc *Service, rdb redis.UniversalClient) (http.Handler, func(), error) {
 		opts := opts
 		opts.Logger = slog.New(slog.DiscardHandler) // the schedules break Redis on purpose
 		opts.Observer = observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
-			if e.Kind == observe.Fenced {
+			switch e.Kind {
+			case observe.Fenced:
 				svc.refused(e.KeyHash(hashSecret), e.Attempt)
+			case observe.NotStored:
+				svc.notStored(e.KeyHash(hashSecret), e.Attempt)
+				svc.sample(e.Err)
 			}
 		}}
 		store, err := redisstore.New(rdb, opts)

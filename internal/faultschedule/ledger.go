@@ -28,6 +28,7 @@ type ledgerLine struct {
 	Start     *time.Time `json:"start,omitempty"`
 	End       *time.Time `json:"end,omitempty"`
 	Refused   bool       `json:"refused,omitempty"`
+	NotStored bool       `json:"not_stored,omitempty"`
 }
 
 // OpenLedger creates (or truncates) the ledger file at path.
@@ -71,6 +72,12 @@ func (l *Ledger) Effect(key, execution string, token int, start, end time.Time) 
 // its effect does not count.
 func (l *Ledger) Refused(key, execution string) {
 	l.write(ledgerLine{Key: key, Execution: execution, Refused: true})
+}
+
+// NotStored records that the store could not store an execution's
+// outcome: a retry may run the key again.
+func (l *Ledger) NotStored(key, execution string) {
+	l.write(ledgerLine{Key: key, Execution: execution, NotStored: true})
 }
 
 // Close closes the file and returns the first error of a write or sync.

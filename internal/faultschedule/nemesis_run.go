@@ -160,7 +160,12 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 		}
 		n.logf("kill -9 the master; the sentinels promote a replica")
 		killed, promoted, err := c.sentinel.KillMaster(ctx)
-		n.logf("healed: node %d promoted in node %d's place (%v)", promoted, killed, err)
+		n.logf("node %d promoted in node %d's place (%v)", promoted, killed, err)
+		if killed >= 0 {
+			c.sentinel.Node(killed).Restart(c.t)
+			err := c.sentinel.WaitReplicas(ctx, 1)
+			n.logf("healed: node %d restarted as a replica (%v)", killed, err)
+		}
 	case RestartRedis:
 		if c.redis == nil {
 			n.logf("restart-redis: no single server")

@@ -38,6 +38,11 @@ type Config struct {
 	Dups int
 	// Lease is the guard's lease, for the liveness bound. Required.
 	Lease time.Duration
+	// Bound is how long a key may take to get a final answer once the
+	// faults have healed (storm.ScheduleOptions.Bound). Default: four
+	// times the lease plus the longest Retry-After (1s, as the clients
+	// cap it) plus the longest backoff (500ms), for a loaded machine.
+	Bound time.Duration
 	// Slow is how long the slow runs of the Plan take; 0: none. It should
 	// exceed AttemptTimeout and stay below Lease.
 	Slow time.Duration
@@ -183,6 +188,9 @@ func Run(t testing.TB, cfg Config) *Result {
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
+	if cfg.Bound == 0 {
+		cfg.Bound = 4 * (cfg.Lease + time.Second + 500*time.Millisecond)
+	}
 	c := &cluster{t: t, cfg: cfg, plan: &Plan{Slow: cfg.Slow},
 		tr: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}
 	if cfg.Sentinel {
@@ -236,7 +244,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		Dups:           cfg.Dups,
 		AttemptTimeout: cfg.AttemptTimeout,
 		Retries:        30,
-		Timeout:        cfg.Lease*4 + 4*time.Second,
+		Timeout:        cfg.Schedule.Heals() + cfg.Bound + 2*time.Second, // every operation is judged by liveness before it gives up
 		Policy:         idemclient.Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxRetryAfter: time.Second},
 		MaxInFlight:    500,
 		Client:         &http.Client{Transport: c, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -256,6 +264,15 @@ func Run(t testing.TB, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	nemDone.Wait()
+	c.mu.Lock()
+	for _, in := range append(append([]*instance(nil), c.insts...), c.old...) {
+		in.svc.mu.Lock()
+		for _, e := range in.svc.errs {
+			nem.logf("%s: outcome not stored: %s", in.svc.name, e)
+		}
+		in.svc.mu.Unlock()
+	}
+	c.mu.Unlock()
 	if err := hf.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -277,8 +294,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		h.Ledger = []storm.Effect{}
 	}
 	healed := nem.healedAt().Sub(h.Header.Started)
-	bound := 4 * (cfg.Lease + time.Second + 500*time.Millisecond) // lease + Retry-After + backoff, with room for a slow machine
-	sr, err := storm.CheckSchedule(h, storm.ScheduleOptions{Foreign: foreign, Healed: healed, Bound: bound})
+	sr, err := storm.CheckSchedule(h, storm.ScheduleOptions{Foreign: foreign, Healed: healed, Bound: cfg.Bound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,6 +158,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	pending map[refKey][]pendingRun // runs by key hash and token, for their refusal
+	errs    []string                // the first errors behind outcomes not stored
 }
 
 type refKey struct {
@@ -214,13 +215,35 @@ func (s *Service) handler(info runInfo) http.Handler {
 // refused records the refusal of the completion of this instance's runs
 // of the key (by hash) under token.
 func (s *Service) refused(hash string, token int) {
-	s.mu.Lock()
-	runs := s.pending[refKey{hash, token}]
-	delete(s.pending, refKey{hash, token})
-	s.mu.Unlock()
-	for _, p := range runs {
+	for _, p := range s.take(hash, token) {
 		s.ledger.Refused(p.key, p.id)
 	}
+}
+
+// notStored records that the outcome of this instance's runs of the key
+// (by hash) under token could not be stored.
+func (s *Service) notStored(hash string, token int) {
+	for _, p := range s.take(hash, token) {
+		s.ledger.NotStored(p.key, p.id)
+	}
+}
+
+// sample keeps the first few errors behind outcomes not stored, for the
+// run's log.
+func (s *Service) sample(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.errs) < 3 && err != nil {
+		s.errs = append(s.errs, err.Error())
+	}
+}
+
+func (s *Service) take(hash string, token int) []pendingRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	runs := s.pending[refKey{hash, token}]
+	delete(s.pending, refKey{hash, token})
+	return runs
 }
 
 // front holds new requests while the instance is frozen, as a stopped

@@ -229,6 +229,7 @@ func (t *toy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stored, err := toyComplete.Run(dctx, t.rdb, []string{recKey}, enc, token, check).Int()
 		switch {
 		case err != nil:
+			t.svc.notStored(keyHash(key), token)
 			http.Error(w, "outcome not stored", http.StatusServiceUnavailable)
 			t.recycle(rw.buf)
 			return
