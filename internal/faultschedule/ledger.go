@@ -9,13 +9,19 @@ import (
 )
 
 // Ledger is the service's record of its side effects, outside Redis: JSON
-// Lines appended to a file and fsynced line by line, in the format
-// storm.ReadLedger reads. Its methods are safe for concurrent use.
+// Lines appended to a file, each synced to disk before its writer goes
+// on, in the format storm.ReadLedger reads. Concurrent writers share
+// their syncs (group commit): one fsync covers every line written before
+// it. Its methods are safe for concurrent use.
 type Ledger struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
-	err  error
+	mu      sync.Mutex // the file's end, written
+	f       *os.File
+	path    string
+	err     error
+	written int64
+
+	syncMu sync.Mutex // synced
+	synced int64
 }
 
 // ledgerLine is one line: an effect, or the refusal of an execution's
@@ -43,8 +49,8 @@ func OpenLedger(path string) (*Ledger, error) {
 // Path returns the ledger's file name.
 func (l *Ledger) Path() string { return l.path }
 
-// write appends one line and syncs it to disk before returning: once
-// write has returned, the effect is on record whatever happens next.
+// write appends one line and returns once it is on disk: whatever
+// happens next, the effect is on record.
 func (l *Ledger) write(line ledgerLine) {
 	b, err := json.Marshal(line)
 	if err != nil {
@@ -52,15 +58,33 @@ func (l *Ledger) write(line ledgerLine) {
 	}
 	b = append(b, '\n')
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return
 	}
 	if _, err := l.f.Write(b); err != nil {
 		l.err = err
-		return
 	}
-	l.err = l.f.Sync()
+	l.written++
+	n := l.written
+	l.mu.Unlock()
+
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.synced >= n {
+		return // a sync that started after our write covered it
+	}
+	l.mu.Lock()
+	upto := l.written
+	l.mu.Unlock()
+	if err := l.f.Sync(); err != nil {
+		l.mu.Lock()
+		if l.err == nil {
+			l.err = err
+		}
+		l.mu.Unlock()
+	}
+	l.synced = upto
 }
 
 // Effect records an execution's side effect.

@@ -89,12 +89,12 @@ type instance struct {
 }
 
 type cluster struct {
-	t      testing.TB
-	cfg    Config
+	t        testing.TB
+	cfg      Config
 	redis    *redistest.Server
 	sentinel *redistest.Sentinel
 	ledger   *Ledger
-	plan   *Plan
+	plan     *Plan
 
 	mu       sync.Mutex
 	insts    []*instance
