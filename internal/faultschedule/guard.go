@@ -25,12 +25,12 @@ func Real(opts redisstore.Options) Guard {
 	return func(svc *Service, rdb redis.UniversalClient) (http.Handler, func(), error) {
 		opts := opts
 		opts.Logger = slog.New(slog.DiscardHandler) // the schedules break Redis on purpose
-		opts.Observer = observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		opts.Observer = observe.Func{OnEvent: func(ctx context.Context, e *observe.Event) {
 			switch e.Kind {
 			case observe.Fenced:
-				svc.refused(e.KeyHash(hashSecret), e.Attempt)
+				svc.refused(ctx, e.KeyHash(hashSecret), e.Attempt)
 			case observe.NotStored:
-				svc.notStored(e.KeyHash(hashSecret), e.Attempt)
+				svc.notStored(ctx, e.KeyHash(hashSecret), e.Attempt)
 				svc.sample(e.Err)
 			}
 		}}

@@ -201,9 +201,13 @@ func (s *Service) handler(info runInfo) http.Handler {
 			panic(http.ErrAbortHandler) // killed: this run never made its effect
 		}
 		id := s.name + "-" + strconv.FormatInt(s.seq.Add(1), 10)
+		run := pendingRun{key, id}
+		if st := stateOf(r.Context()); st != nil {
+			st.id.Store(&run)
+		}
 		s.mu.Lock()
 		rk := refKey{keyHash(key), token}
-		s.pending[rk] = append(s.pending[rk], pendingRun{key, id})
+		s.pending[rk] = append(s.pending[rk], run)
 		s.mu.Unlock()
 		s.ledger.Effect(key, id, token, start, time.Now())
 		w.Header().Set("Content-Type", "application/json")
@@ -212,18 +216,20 @@ func (s *Service) handler(info runInfo) http.Handler {
 	})
 }
 
-// refused records the refusal of the completion of this instance's runs
-// of the key (by hash) under token.
-func (s *Service) refused(hash string, token int) {
-	for _, p := range s.take(hash, token) {
+// refused records the refusal of the completion of the run the request
+// of ctx made (else of this instance's runs of the key, by hash, under
+// token).
+func (s *Service) refused(ctx context.Context, hash string, token int) {
+	for _, p := range s.runOf(ctx, hash, token) {
 		s.ledger.Refused(p.key, p.id)
 	}
 }
 
-// notStored records that the outcome of this instance's runs of the key
-// (by hash) under token could not be stored.
-func (s *Service) notStored(hash string, token int) {
-	for _, p := range s.take(hash, token) {
+// notStored records that the outcome of the run the request of ctx made
+// (else of this instance's runs of the key under token) could not be
+// stored.
+func (s *Service) notStored(ctx context.Context, hash string, token int) {
+	for _, p := range s.runOf(ctx, hash, token) {
 		s.ledger.NotStored(p.key, p.id)
 	}
 }
@@ -253,25 +259,60 @@ func (s *Service) front(next http.Handler) http.Handler {
 		if !s.gate.pass(nil) {
 			panic(http.ErrAbortHandler)
 		}
-		flag := new(atomic.Bool)
+		st := new(reqState)
 		defer func() {
-			if flag.Load() {
+			if st.effecting.Load() {
 				s.effecting.Add(-1)
 			}
 		}()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), effectingKey{}, flag)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqStateKey{}, st)))
 	})
 }
 
-type effectingKey struct{}
+// reqState is what the service knows of one request, in its context:
+// whether it passed the gate, and the id of the run it made, so that the
+// store's verdict on that run (seen by the observer, with the request's
+// context) lands on the right ledger line.
+type reqState struct {
+	effecting atomic.Bool
+	id        atomic.Pointer[pendingRun]
+}
+
+type reqStateKey struct{}
+
+func stateOf(ctx context.Context) *reqState {
+	st, _ := ctx.Value(reqStateKey{}).(*reqState)
+	return st
+}
 
 // markEffecting counts the request as past the gate, until its answer
 // (the completion included) is done.
 func (s *Service) markEffecting(ctx context.Context) {
-	if f, ok := ctx.Value(effectingKey{}).(*atomic.Bool); ok && !f.Load() {
-		f.Store(true)
+	if st := stateOf(ctx); st != nil && !st.effecting.Load() {
+		st.effecting.Store(true)
 		s.effecting.Add(1)
 	}
+}
+
+// runOf returns the run the request made, if the context knows it, and
+// forgets it from the runs pending by key hash and token.
+func (s *Service) runOf(ctx context.Context, hash string, token int) []pendingRun {
+	st := stateOf(ctx)
+	if st == nil || st.id.Load() == nil {
+		return s.take(hash, token)
+	}
+	p := *st.id.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rk := refKey{hash, token}
+	runs := s.pending[rk]
+	for i := range runs {
+		if runs[i].id == p.id {
+			s.pending[rk] = append(runs[:i:i], runs[i+1:]...)
+			break
+		}
+	}
+	return []pendingRun{p}
 }
 
 // settle waits (a bounded poll) until no request is between the gate and

@@ -229,12 +229,12 @@ func (t *toy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stored, err := toyComplete.Run(dctx, t.rdb, []string{recKey}, enc, token, check).Int()
 		switch {
 		case err != nil:
-			t.svc.notStored(keyHash(key), token)
+			t.svc.notStored(ctx, keyHash(key), token)
 			http.Error(w, "outcome not stored", http.StatusServiceUnavailable)
 			t.recycle(rw.buf)
 			return
 		case stored == 0:
-			t.svc.refused(keyHash(key), token)
+			t.svc.refused(ctx, keyHash(key), token)
 			http.Error(w, "lease lost", http.StatusServiceUnavailable)
 			t.recycle(rw.buf)
 			return
