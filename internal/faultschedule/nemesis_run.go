@@ -74,8 +74,9 @@ func (n *nemesis) run(ctx context.Context, start time.Time, s Schedule) {
 	}
 }
 
-// busy waits (a bounded poll) until the instance has a slow run in its
-// sleep, so that a kill or a pause catches a run before its effect.
+// busy waits (a bounded poll) until the instance (in this process) has a
+// slow run in its sleep, so that a kill or a pause catches a run before
+// its effect.
 func busy(ctx context.Context, in *instance, within time.Duration) {
 	deadline := time.Now().Add(within)
 	for in.svc.sleeping.Load() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -97,19 +98,19 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 	}
 	switch f.Kind {
 	case Partition:
-		n.logf("partition %s from Redis", in.svc.name)
+		n.logf("partition %s from Redis", in.name)
 		r := in.inject(faultproxy.Fault{Action: faultproxy.Blackhole})
 		sleepUntil()
 		in.heal(r)
-		n.logf("healed: %s reconnected", in.svc.name)
+		n.logf("healed: %s reconnected", in.name)
 	case Delay:
-		n.logf("delay %s's commands by 50ms", in.svc.name)
+		n.logf("delay %s's commands by 50ms", in.name)
 		r := in.inject(faultproxy.Fault{Action: faultproxy.Delay, Delay: 50 * time.Millisecond})
 		sleepUntil()
 		in.heal(r)
-		n.logf("healed: %s's commands undelayed", in.svc.name)
+		n.logf("healed: %s's commands undelayed", in.name)
 	case DropReply:
-		n.logf("drop the replies of %s's next 5 scripts after they ran", in.svc.name)
+		n.logf("drop the replies of %s's next 5 scripts after they ran", in.name)
 		r := in.inject(faultproxy.Fault{Action: faultproxy.LoseReply, Match: faultproxy.Name("EVALSHA", "EVAL"), Times: 5})
 		sleepUntil()
 		if r != nil {
@@ -117,8 +118,16 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 		}
 		in.heal(r)
 	case Pause:
+		if in.child != nil {
+			n.logf("SIGSTOP %s", in.name)
+			in.child.stop()
+			sleepUntil()
+			in.child.cont()
+			n.logf("healed: SIGCONT %s", in.name)
+			return
+		}
 		busy(ctx, in, time.Second)
-		n.logf("pause %s (%d handlers running, %d before their effect)", in.svc.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
+		n.logf("pause %s (%d handlers running, %d before their effect)", in.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
 		in.svc.gate.freeze()
 		in.svc.settle(5 * time.Second)
 		r := in.inject(faultproxy.Fault{Action: faultproxy.Blackhole})
@@ -128,31 +137,36 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 		sleepUntil()
 		in.heal(r)
 		in.svc.gate.thaw()
-		n.logf("healed: %s continued", in.svc.name)
+		n.logf("healed: %s continued", in.name)
 	case Kill:
-		busy(ctx, in, time.Second)
-		n.logf("kill %s (%d handlers running, %d before their effect)", in.svc.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
-		in.svc.gate.freeze()
-		in.svc.settle(5 * time.Second)
-		in.svc.gate.kill()
-		if in.inject(faultproxy.Fault{Action: faultproxy.Blackhole}) != nil {
-			in.proxy.ResetConns()
+		if in.child != nil {
+			n.logf("kill -9 %s", in.name)
+			in.child.kill()
 		} else {
-			_ = in.rdb.Close()
+			busy(ctx, in, time.Second)
+			n.logf("kill %s (%d handlers running, %d before their effect)", in.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
+			in.svc.gate.freeze()
+			in.svc.settle(5 * time.Second)
+			in.svc.gate.kill()
+			if in.inject(faultproxy.Fault{Action: faultproxy.Blackhole}) != nil {
+				in.proxy.ResetConns()
+			} else {
+				_ = in.rdb.Close()
+			}
+			in.srv.Listener.Close()
+			in.srv.CloseClientConnections()
 		}
-		in.srv.Listener.Close()
-		in.srv.CloseClientConnections()
 		sleepUntil()
 		c.mu.Lock()
 		c.restarts++
-		name := in.svc.name + "r" + strconv.Itoa(c.restarts)
+		name := in.name + "r" + strconv.Itoa(c.restarts)
 		c.mu.Unlock()
 		fresh := c.start(name)
 		c.mu.Lock()
 		c.old = append(c.old, in)
 		c.insts[f.Instance%len(c.insts)] = fresh
 		c.mu.Unlock()
-		n.logf("healed: %s started in %s's place", name, in.svc.name)
+		n.logf("healed: %s started in %s's place", name, in.name)
 	case Failover:
 		if c.sentinel == nil {
 			n.logf("failover: no Sentinel")

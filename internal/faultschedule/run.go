@@ -58,6 +58,12 @@ type Config struct {
 	// instances reach it through a failover client, not through proxies,
 	// so the faults that need a proxy do nothing but their log line.
 	Sentinel bool
+	// Processes runs each instance as a process of its own (the test
+	// binary started again, see ChildMain) with the real store, so that a
+	// pause is a SIGSTOP and a kill a SIGKILL, at whatever point the
+	// instance is. Guard is then unused. Only this package's tests can
+	// start such processes. Not with Sentinel.
+	Processes bool
 	// Foreign is the number of keys sent a different body after the storm,
 	// on every instance. Default: 20.
 	Foreign int
@@ -81,6 +87,8 @@ type Result struct {
 
 // instance is one service instance and its way to Redis.
 type instance struct {
+	name  string
+	child *child   // with Config.Processes; svc and srv are nil then
 	svc   *Service
 	proxy *faultproxy.Proxy
 	rdb   redis.UniversalClient
@@ -122,13 +130,29 @@ func (c *cluster) start(name string) *instance {
 		rdb = redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second,
 			WriteTimeout: time.Second, PoolTimeout: time.Second, ContextTimeoutEnabled: true})
 	}
+	if c.cfg.Processes {
+		_ = rdb.Close()
+		ch, err := startChild(name, p.Addr(), c.ledger.Path(), c.cfg.Lease, c.cfg.Slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &instance{name: name, child: ch, proxy: p, rdb: rdb, done: func() {}}
+	}
 	svc := newService(name, c.ledger, c.plan)
 	h, done, err := c.cfg.Guard(svc, rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(svc.front(h))
-	return &instance{svc: svc, proxy: p, rdb: rdb, srv: srv, done: done}
+	return &instance{name: name, svc: svc, proxy: p, rdb: rdb, srv: srv, done: done}
+}
+
+// url is where the instance serves.
+func (in *instance) url() string {
+	if in.child != nil {
+		return in.child.url
+	}
+	return in.srv.URL
 }
 
 // inject injects f into the instance's proxy; nil without one.
@@ -152,7 +176,7 @@ func (c *cluster) RoundTrip(r *http.Request) (*http.Response, error) {
 	inst := c.insts[int(c.rr.Add(1))%len(c.insts)]
 	c.mu.Unlock()
 	r = r.Clone(r.Context())
-	host := strings.TrimPrefix(inst.srv.URL, "http://")
+	host := strings.TrimPrefix(inst.url(), "http://")
 	r.URL.Host, r.Host = host, host
 	return c.tr.RoundTrip(r)
 }
@@ -211,14 +235,21 @@ func Run(t testing.TB, cfg Config) *Result {
 		all := append(append([]*instance(nil), c.insts...), c.old...)
 		c.mu.Unlock()
 		for _, in := range all {
+			if in.child != nil {
+				in.child.kill()
+			}
 			if in.proxy != nil {
 				_ = in.proxy.Close()
 			}
-			in.svc.gate.release()
+			if in.svc != nil {
+				in.svc.gate.release()
+			}
 		}
 		for _, in := range all {
-			in.srv.CloseClientConnections()
-			in.srv.Close()
+			if in.srv != nil {
+				in.srv.CloseClientConnections()
+				in.srv.Close()
+			}
 			_ = in.rdb.Close()
 			in.done()
 		}
@@ -237,7 +268,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scfg := storm.Config{
-		URL:            c.insts[0].srv.URL + "/charge",
+		URL:            c.insts[0].url() + "/charge",
 		BodyFor:        func(_ string, i int) []byte { return []byte(fmt.Sprintf(`{"op":%d}`, i)) },
 		Rate:           cfg.Rate,
 		Duration:       cfg.Duration,
@@ -266,6 +297,9 @@ func Run(t testing.TB, cfg Config) *Result {
 	nemDone.Wait()
 	c.mu.Lock()
 	for _, in := range append(append([]*instance(nil), c.insts...), c.old...) {
+		if in.svc == nil {
+			continue
+		}
 		in.svc.mu.Lock()
 		for _, e := range in.svc.errs {
 			nem.logf("%s: outcome not stored: %s", in.svc.name, e)
@@ -331,7 +365,7 @@ func (c *cluster) mismatchProbes(_ *storm.Report, histPath string) []storm.Attem
 		}
 		n++
 		for i := range c.cfg.Instances {
-			url := c.inst(i).srv.URL + "/charge"
+			url := c.inst(i).url() + "/charge"
 			send := func(body string) int {
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
 				req.Header.Set("Idempotency-Key", op.Key)

@@ -45,6 +45,7 @@ type mode struct {
 	redisArgs []string
 	sentinel  bool
 	replicas  int
+	processes bool // instances as processes: real SIGSTOP and SIGKILL
 	promise   bool // idemkey promises no violation here
 }
 
@@ -57,8 +58,10 @@ var modes = []mode{
 	{name: "partition app-Redis", kind: Partition, redisArgs: persistAlways},
 	{name: "reply dropped after the command ran", kind: DropReply, redisArgs: persistAlways, promise: true},
 	{name: "commands delayed 50ms", kind: Delay, redisArgs: persistAlways, promise: true},
-	{name: "instance paused past the lease", kind: Pause, redisArgs: persistAlways, promise: true},
-	{name: "instance killed mid-handler", kind: Kill, redisArgs: persistAlways, promise: true},
+	{name: "instance paused past the lease (emulated, before its effect)", kind: Pause, redisArgs: persistAlways, promise: true},
+	{name: "instance killed mid-handler (emulated, before its effect)", kind: Kill, redisArgs: persistAlways, promise: true},
+	{name: "instance process SIGSTOP past the lease, SIGCONT", kind: Pause, redisArgs: persistAlways, processes: true},
+	{name: "instance process kill -9, restarted", kind: Kill, redisArgs: persistAlways, processes: true},
 	{name: "eviction (allkeys-lru, refusal off)", kind: Evict, redisArgs: evictingLRU},
 }
 
@@ -94,6 +97,7 @@ func runSchedule(t *testing.T, m mode, seed uint64, faults int, kinds []Kind, du
 		Schedule:       sched,
 		RedisArgs:      m.redisArgs,
 		Sentinel:       m.sentinel,
+		Processes:      m.processes,
 	})
 	t.Logf("faults:\n  %s", strings.Join(r.Applied, "\n  "))
 	t.Logf("checker (history %s, ledger %s):\n%s", r.HistoryPath, r.LedgerPath, r.Report)
