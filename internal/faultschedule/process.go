@@ -155,4 +155,3 @@ func (c *child) cont() {
 		c.paused = false
 	}
 }
-

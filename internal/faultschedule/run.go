@@ -88,7 +88,7 @@ type Result struct {
 // instance is one service instance and its way to Redis.
 type instance struct {
 	name  string
-	child *child   // with Config.Processes; svc and srv are nil then
+	child *child // with Config.Processes; svc and srv are nil then
 	svc   *Service
 	proxy *faultproxy.Proxy
 	rdb   redis.UniversalClient
