@@ -120,7 +120,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		maxPeakAmp  = fs.Float64("max-peak-amplification", 0, "load mode threshold: the highest amplification of one second at most this")
 	)
 	fs.Var(&countField, "count-field", "a count's member `NAME[=N]` in the --count-url JSON object (dots reach into nested objects), N the side effects each operation makes on it (default 1; 0 for none); repeatable")
-	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
+	const retryUsage = "retry 409, 408, 425, 429, 500, 502, 503, 504 and transport errors with the same key after Retry-After, until a final answer or --timeout"
 	fs.BoolVar(&retry, "retry", false, retryUsage)
 	fs.BoolVar(&retry, "retry-409", false, "the same as --retry")
 	fs.Var(&headers, "H", "extra request `header` \"Name: value\" (repeatable); {n} and {key} are replaced")

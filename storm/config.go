@@ -86,8 +86,9 @@ type Config struct {
 	// response body, and with Retry the waits between them; 0 means 10s.
 	Timeout time.Duration
 	// Retry makes a worker ask again, with the same key, after an answer
-	// that is not final (409, 408, 425, 429, 503 without the replay
-	// header, or a transport error), after its Retry-After, until a final
+	// that is not final (409, 408, 425, 429, 503, and 500, 502, 504 as
+	// idemclient retries them, without the replay header, or a transport
+	// error), after its Retry-After, until a final
 	// answer arrives or Timeout runs out. The late probe retries the same
 	// way. Load mode has its own retries (Retries, Policy) and always
 	// retries its late probe like this.

@@ -104,13 +104,15 @@
 //   - retry later: 408, 425, 429 or 503 without the replay header; the
 //     server did not run the request, or ran it and released the key
 //     (idemkey's middleware stores none of these statuses).
-//   - mismatch (422), server error (other 5xx), client error (other 4xx)
-//     and original (anything else): the server ran the request.
+//   - server error (other 5xx): never an execution, retried or not:
+//     idemkey releases a key on a 5xx and the next attempt runs it again
+//     (a 500 then a 201 is one charge). A key whose every answer is a 5xx
+//     has no final answer, and a late probe answered 5xx got none.
+//   - mismatch (422), client error (other 4xx) and original (anything
+//     else): the server ran the request (executions).
 //
-// A final answer is a replay or an answer of the four last classes that
-// ended its copy: an answer that storm retried is not final, and a 5xx
-// that storm retried is not an execution either. The others are never
-// final.
+// A final answer is a replay or an execution that ended its copy: an
+// answer that storm retried is not final. The others are never final.
 //
 // A replay whose body is an application/problem+json document whose "type"
 // ends in "response-too-large" and whose "status" is the response's status
@@ -145,7 +147,8 @@
 //   - retries-not-final (RuleRetriesNotFinal): a 5xx, 408, 425, 429 or 503
 //     that storm retried is neither an execution nor a final answer; only
 //     the answer that ended a copy is. It decides every key that had a 5xx
-//     storm retried: counted, those would have been executions.
+//     storm retried. A server that really ran a key behind its 5xx shows
+//     in a side-effect count, not in the answers.
 //   - one-answer (RuleOneAnswer): every final answer of a key has the same
 //     status and body (compared through SHA-256).
 //   - no-lost-success (RuleNoLostSuccess): a key with a final answer is

@@ -148,8 +148,8 @@ type Class string
 // timeout (no complete HTTP response), a replay ("Idempotent-Replayed:
 // true", any status), in progress (409), retry later (408, 425, 429, 503),
 // mismatch (422), a server error (other 5xx), a client error (other 4xx),
-// and an original (anything else). The four last are executions when they
-// end a copy.
+// and an original (anything else). Mismatch, client error and original are
+// executions; a server error is never one.
 const (
 	ClassOriginal       Class = "original"
 	ClassReplay         Class = "replay"
@@ -196,11 +196,13 @@ func classOf(status int, replayed, failed, timeout bool) Class {
 // a transport error).
 func (c Class) Answered() bool { return c != ClassTimeout && c != ClassTransportError }
 
-// Executes reports whether an answer of this class, unless storm retried
-// it, says that the server ran the request: original, mismatch, client
-// error and server error.
+// Executes reports whether an answer of this class says that the server
+// ran the request: original, mismatch and client error. A server error
+// (5xx) never does: idemkey releases a key on a 5xx and the next attempt
+// runs it again, so a 500 then a 201 is one execution, and a 5xx is
+// neither an execution nor a final answer.
 func (c Class) Executes() bool {
-	return c == ClassOriginal || c == ClassMismatch || c == ClassClientError || c == ClassServerError
+	return c == ClassOriginal || c == ClassMismatch || c == ClassClientError
 }
 
 // Lost reports whether an attempt of this class lost its answer on the
@@ -246,15 +248,12 @@ type Attempt struct {
 }
 
 // final reports whether the attempt is a final answer: an execution or a
-// replay that ended its copy.
+// replay that ended its copy (a 5xx never is).
 func (a *Attempt) final() bool { return !a.Retried && (a.Class.Executes() || a.Class == ClassReplay) }
 
 // execution reports whether the attempt says the server ran the request:
-// an answer of an executing class, unless it is a 5xx that storm retried
-// (storm's own retries are not final answers).
-func (a *Attempt) execution() bool {
-	return a.Class.Executes() && !(a.Retried && a.Class == ClassServerError)
-}
+// an answer of an executing class (a 5xx, retried or not, is none).
+func (a *Attempt) execution() bool { return a.Class.Executes() }
 
 // End is what a storm knew once it had finished: the last line but the
 // counts' of a history file.

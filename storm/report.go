@@ -59,7 +59,7 @@ type Report struct {
 
 	// Originals counts the responses without "Idempotent-Replayed: true"
 	// other than 408, 409, 425, 429 and 503, 5xx included: executions,
-	// but for the 5xx that storm retried (RetriedServerErrors).
+	// but for the 5xx (ServerErrors), which never are.
 	Originals int
 	// Replays counts responses carrying "Idempotent-Replayed: true".
 	Replays int
@@ -76,7 +76,7 @@ type Report struct {
 	// TransportErrors counts attempts that got no complete HTTP response.
 	TransportErrors int
 	// ServerErrors counts non-replayed 5xx responses other than 503; they
-	// are among Originals.
+	// are among Originals, and are neither executions nor final answers.
 	ServerErrors int
 	// RetriedServerErrors counts the ServerErrors that storm retried: by
 	// RuleRetriesNotFinal they are neither executions nor final answers.
@@ -243,8 +243,8 @@ type Failure struct {
 	// Reason says why the key did not pass, e.g. "executed 3 times (...)",
 	// "divergent: 2 distinct final responses: ...", "no final answer".
 	Reason string `json:"reason"`
-	// Originals counts the key's executions in the storm (a 5xx that
-	// storm retried is none).
+	// Originals counts the key's executions in the storm (a 5xx is
+	// none).
 	Originals int `json:"originals"`
 	// Replays counts the key's replayed responses.
 	Replays int `json:"replays"`

@@ -107,16 +107,16 @@ func judgeKey(op *Operation) keyVerdict {
 				kv.oversize++
 			}
 			storedAt = min(storedAt, a.Done)
-		default:
-			if a.Class == ClassServerError {
-				kv.server++
-			}
-			if a.execution() {
-				execs = append(execs, a)
-				storedAt = min(storedAt, a.Done)
-			} else {
+		case a.Class == ClassServerError:
+			// Never an execution nor a final answer: idemkey releases the
+			// key on a 5xx, and the next attempt runs it again.
+			kv.server++
+			if a.Retried {
 				kv.setAside++
 			}
+		default:
+			execs = append(execs, a)
+			storedAt = min(storedAt, a.Done)
 		}
 		if a.final() {
 			finals = append(finals, a)

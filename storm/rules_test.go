@@ -220,13 +220,36 @@ func TestRuleRetriesNotFinalSetsAsideA5xxStormRetried(t *testing.T) {
 	require.Equal(t, 1, rep.RetriedServerErrors)
 	require.Contains(t, rep.answers(), "(1 of the 5xx retried by storm: not executions)")
 
-	// The same answers, had the 500 ended a copy: two executions.
-	ended := burst([]Attempt{
-		att(ClassServerError, 500, "boom", 0, 10),
-		att(ClassOriginal, 201, "a", 5, 110).onCopy(1),
-		att(ClassReplay, 201, "a", 200, 201).probe(),
+}
+
+func TestRuleA5xxIsNeverAnExecution(t *testing.T) {
+	// A 500 that ended one copy while another copy got the 201: idemkey
+	// released the key on the 500 and the other copy ran it, one
+	// execution, not two (it failed at-most-once before).
+	t.Run("a 500 that ended its copy beside a 201", func(t *testing.T) {
+		rep := checkSaved(t, burst([]Attempt{
+			att(ClassServerError, 500, "boom", 0, 10),
+			att(ClassOriginal, 201, "a", 5, 110).onCopy(1),
+			att(ClassReplay, 201, "a", 200, 201).probe(),
+		}))
+		require.Equal(t, VerdictPass, rep.Verdict(), "%+v", rep.Failures)
+		require.Equal(t, 1, rep.ServerErrors)
 	})
-	require.Equal(t, VerdictFail, checkSaved(t, ended).Verdict())
+	t.Run("a key whose every answer is a 5xx is inconclusive", func(t *testing.T) {
+		rep := checkSaved(t, burst([]Attempt{
+			att(ClassServerError, 500, "boom", 0, 10),
+			att(ClassServerError, 502, "bad gateway", 5, 15).onCopy(1),
+		}))
+		requireDecided(t, rep, RuleLiveness, VerdictInconclusive, "no final answer: 2 attempts: 500 server error, 502 server error")
+	})
+	t.Run("a late probe answered 5xx got no final answer", func(t *testing.T) {
+		rep := checkSaved(t, burst([]Attempt{
+			att(ClassOriginal, 201, "a", 0, 10),
+			att(ClassServerError, 500, "boom", 300, 310).probe(),
+		}))
+		requireDecided(t, rep, RuleNoLostSuccess, VerdictInconclusive, "late probe got no final answer: 500 not replayed, not final")
+		require.Equal(t, 1, rep.Probe.NotFinal)
+	})
 }
 
 func TestRuleOneAnswerFailsDivergentFinalAnswers(t *testing.T) {
@@ -311,8 +334,8 @@ func TestJudgeKey(t *testing.T) {
 		{"probe transport error", []Attempt{ok, p(lostLate)}, classInconclusive, RuleNoLostSuccess, "late probe got no final answer: transport error"},
 		{"two executions", []Attempt{ok, other, ok}, classFailed, RuleAtMostOnce,
 			`executed 3 times (201 x3 without Idempotent-Replayed: true); divergent: 2 distinct final responses: 201 "a" x2, 201 "b" x1`},
-		{"success and 500", []Attempt{ok, server, replay}, classFailed, RuleAtMostOnce, "executed 2 times (201 x1, 500 x1 without Idempotent-Replayed: true)"},
-		{"two 500s", []Attempt{server, server}, classFailed, RuleAtMostOnce, "executed 2 times (500 x2 without"},
+		{"success and 500", []Attempt{ok, server, replay}, classPassed, "", ""},
+		{"two 500s", []Attempt{server, server}, classInconclusive, RuleLiveness, "no final answer: 2 attempts: 500 server error, 500 server error"},
 		{"409 replay differs", []Attempt{ok, conflictReplay}, classFailed, RuleOneAnswer, "divergent: 2 distinct final responses"},
 		{"probe executed", []Attempt{ok, inProgress, p(ok)}, classFailed, RuleAtMostOnce,
 			"executed 2 times (201 x2 without Idempotent-Replayed: true), the late probe included"},
@@ -341,9 +364,10 @@ func TestJudgeKey(t *testing.T) {
 		})
 	}
 
-	kv := judgeKey(&Operation{Key: "k", Attempts: []Attempt{ok, replay, inProgress, tooMany, server, lostLate, oversize, p(replay)}})
+	// Unproven (the early lost attempt), so that its statuses are listed.
+	kv := judgeKey(&Operation{Key: "k", Attempts: []Attempt{ok, replay, inProgress, tooMany, server, lostEarly, oversize, p(replay)}})
 	f := kv.failure
-	require.Equal(t, 2, f.Originals)
+	require.Equal(t, 1, f.Originals, "a 5xx is not an execution")
 	require.Equal(t, 2, f.Replays)
 	require.Equal(t, 1, f.InProgress)
 	require.Equal(t, 1, f.RetryLater)

@@ -722,11 +722,13 @@ func TestRetryDelay(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	for _, status := range []int{408, 409, 425, 429, 503} {
+	// 500, 502 and 504 as idemclient retries them: idemkey released the
+	// key, and the retry runs it.
+	for _, status := range []int{408, 409, 425, 429, 503, 500, 502, 504} {
 		require.True(t, retryable(status, false, nil), "%d", status)
 		require.False(t, retryable(status, true, nil), "a replayed %d is final", status)
 	}
-	for _, status := range []int{200, 201, 400, 404, 422, 500, 502, 504} {
+	for _, status := range []int{200, 201, 400, 404, 422, 501, 505} {
 		require.False(t, retryable(status, false, nil), "%d", status)
 	}
 	require.True(t, retryable(0, false, io.ErrUnexpectedEOF))
