@@ -228,9 +228,11 @@ func ledgerExecutions(effects []Effect) map[string]int {
 }
 
 // keyTally counts the keys by what they allow a count to have grown by:
-// those that ran exactly once (passed, or with a final answer and only
-// the probe in doubt), unproven ones (once at least; more would show in
-// the count), and those sent without a final answer (at most once).
+// those whose final answer was a success (2xx or 3xx) ran exactly once
+// (passed, or only the probe in doubt) or, unproven, once at least (more
+// would show in the count); those sent that ended otherwise (a 4xx, a 5xx,
+// timeouts: no final answer or a refusal) are not expected to have run,
+// nor not to have: at most once.
 type keyTally struct{ once, unproven, maybe, failed int }
 
 func (c *checker) keyTally() keyTally {
@@ -240,9 +242,9 @@ func (c *checker) keyTally() keyTally {
 		switch {
 		case kv.class == classFailed:
 			t.failed++
-		case kv.unproven:
+		case kv.final && succeeded(kv.finalStatus) && kv.unproven:
 			t.unproven++
-		case kv.class == classPassed || kv.final:
+		case kv.final && succeeded(kv.finalStatus):
 			t.once++
 		case kv.sent:
 			t.maybe++
@@ -250,6 +252,10 @@ func (c *checker) keyTally() keyTally {
 	}
 	return t
 }
+
+// succeeded reports whether a final answer's status says the operation
+// took: 2xx or 3xx.
+func succeeded(status int) bool { return status >= 200 && status < 400 }
 
 // judgeCounts checks every count read against the operations, and lets
 // the counts decide the unproven keys: when every count whose operations

@@ -43,9 +43,9 @@ the keys allow, inconclusive when a key is inconclusive (or the run was
 interrupted, or a count unreadable), pass otherwise.
 
 --count-url URL --count-field NAME[=N] (repeatable) reads side-effect counts
-before and after: each must grow by N (default 1) per key that ran, plus at
-most N per key without a final answer; exactly that proves the unproven keys
-ran once.
+before and after: each must grow by N (default 1) per key whose final answer
+was a 2xx or 3xx, plus at most N per other key sent (a 4xx, or no final
+answer); exactly that proves the unproven keys ran once.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.

@@ -101,8 +101,9 @@ type Config struct {
 	// CountURL, when set, is read with GET before and after the storm; the
 	// JSON numbers at CountField and Counts in its answer count the side
 	// effects the server made. The storm fails unless each grew by its
-	// Want times the keys that ran, plus at most Want per key sent without
-	// a final answer (whose answers were lost, not necessarily its run);
+	// Want times the keys whose final answer was a 2xx or 3xx, plus at
+	// most Want per other key sent (a 4xx, or no final answer: its answers
+	// were lost, not necessarily its run);
 	// a count that grew by exactly the least proves that the unproven keys
 	// ran once. The request carries no storm headers.
 	CountURL string

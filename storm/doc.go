@@ -138,8 +138,9 @@
 //
 //   - at-most-once (RuleAtMostOnce): a key with two executions, the
 //     probe's included, fails. An attempt whose answer was lost (a timeout
-//     or a transport error), sent before any answer showed the key's
-//     outcome stored, may have run too, and may still be running: a key
+//     or a transport error), sent before a replay showed the key's outcome
+//     stored (an original's answer does not: it may leave the server
+//     before its record is stored), may have run too, and may still be running: a key
 //     whose executions and such lost attempts number two or more is
 //     unproven from the answers alone, and so is a key replayed without an
 //     execution or a lost attempt to explain it. An unproven key is
@@ -167,8 +168,9 @@
 // "provider_charges" of the /v1/stats of "idemkey serve". Those requests
 // carry none of the storm's headers. Each count must grow by its Want
 // (side effects per operation, 1 by default, 0 for none) times the keys
-// that ran (passed, or unproven: once at least), plus at most Want for each
-// key sent without a final answer (which may have run, once). A count
+// whose final answer was a 2xx or 3xx (passed, or unproven: once at
+// least), plus at most Want for each other key sent (no final answer, or a
+// 4xx: it may have run, once, or not). A count
 // outside that fails the storm; a count that grew by exactly the least
 // proves every unproven key ran once, and they pass. A count that cannot
 // be read before the storm stops it before anything is sent (Run returns

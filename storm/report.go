@@ -193,9 +193,10 @@ type Count struct {
 	Read bool
 	// Error says why After could not be read.
 	Error string
-	// Min and Max bound the growth the keys allow: Want for each key that
-	// ran (passed, or unproven: once at least), and up to Want more for
-	// each key sent without a final answer (it may have run, once).
+	// Min and Max bound the growth the keys allow: Want for each key whose
+	// final answer was a 2xx or 3xx (passed, or unproven: once at least),
+	// and up to Want more for each other key sent (no final answer, or a
+	// 4xx: it may have run, once, or not).
 	Min, Max int64
 
 	ran, maybe, failed int // the keys that ran, those that may have, and the failed ones (not counted)

@@ -70,6 +70,7 @@ type keyVerdict struct {
 	// probeNotFinal: the probe got no final answer.
 	unproven, probeNotFinal bool
 	final                   bool // the key has a final answer
+	finalStatus             int  // the status of its final answer, when final
 	sent                    bool // the key has an attempt
 }
 
@@ -85,7 +86,9 @@ func judgeKey(op *Operation) keyVerdict {
 	f := &kv.failure
 	var finals, execs, lost, stormAttempts []*Attempt
 	var probe *Attempt
-	storedAt := time.Duration(math.MaxInt64) // the first answer that shows an outcome stored
+	// The first replay's answer: only a replay shows an outcome stored (an
+	// original's answer may leave the server before its record is).
+	storedAt := time.Duration(math.MaxInt64)
 	for i := range op.Attempts {
 		a := &op.Attempts[i]
 		if a.Probe {
@@ -116,7 +119,6 @@ func judgeKey(op *Operation) keyVerdict {
 			}
 		default:
 			execs = append(execs, a)
-			storedAt = min(storedAt, a.Done)
 		}
 		if a.final() {
 			finals = append(finals, a)
@@ -126,6 +128,9 @@ func judgeKey(op *Operation) keyVerdict {
 	kv.sent, kv.final = len(stormAttempts) > 0, len(finals) > 0
 
 	identity, groups := groupAnswers(finals)
+	if len(groups) > 0 {
+		kv.finalStatus = groups[0].id.status
+	}
 	if probe != nil && len(groups) > 0 {
 		switch {
 		case probe.Class == ClassReplay && identity(probe) == groups[0].id:
@@ -181,7 +186,7 @@ func judgeKey(op *Operation) keyVerdict {
 	}
 
 	// At most once from answers alone: the executions, and the lost
-	// attempts sent before any answer showed the outcome stored, each of
+	// attempts sent before a replay showed the outcome stored, each of
 	// which may have run (and may still be running) on the server.
 	var lostBefore []*Attempt
 	for _, a := range lost {

@@ -183,6 +183,57 @@ func TestRuleAtMostOnceUnprovenAfterALostAttempt(t *testing.T) {
 	})
 }
 
+func TestRuleAtMostOnceStoredOnlyOnceAReplayShowsIt(t *testing.T) {
+	// The original's answer came at 10ms, the lost attempt was sent at
+	// 15ms: the original's answer may have left before its record was
+	// stored, so the lost attempt may have run too. Only the replay (done
+	// at 40ms) shows the outcome stored. It passed before.
+	rep := checkSaved(t, burst([]Attempt{
+		att(ClassOriginal, 201, "a", 0, 10),
+		att(ClassTransportError, 0, "", 15, 16).onCopy(1).retried(),
+		att(ClassReplay, 201, "a", 30, 40).onCopy(1).number(2),
+		att(ClassReplay, 201, "a", 100, 101).probe(),
+	}))
+	requireDecided(t, rep, RuleAtMostOnce, VerdictInconclusive,
+		"unproven: 1 execution, and 1 lost attempt (transport error sent at 15.0ms) that may have run too")
+
+	// Sent after the replay's answer: it found the outcome stored.
+	rep = checkSaved(t, burst([]Attempt{
+		att(ClassOriginal, 201, "a", 0, 10),
+		att(ClassReplay, 201, "a", 5, 12).onCopy(1),
+		att(ClassTransportError, 0, "", 15, 16).onCopy(1).number(2),
+		att(ClassReplay, 201, "a", 100, 101).probe(),
+	}))
+	require.Equal(t, VerdictPass, rep.Verdict(), "%+v", rep.Inconclusive)
+}
+
+func TestCountWantsOnlyTheKeysThatSucceeded(t *testing.T) {
+	// One key created (201), one refused (400), one whose every attempt
+	// timed out, one that ended with a 500: only the first must have made
+	// a charge; the others may have, or not. Before, the refused key was
+	// counted as one that ran, and a correct server failed.
+	keys := func() *History {
+		return burst(
+			[]Attempt{att(ClassOriginal, 201, "a", 0, 10), att(ClassReplay, 201, "a", 100, 101).probe()},
+			[]Attempt{att(ClassClientError, 400, "bad card", 0, 10)},
+			[]Attempt{att(ClassTimeout, 0, "", 0, 10)},
+			[]Attempt{att(ClassServerError, 500, "boom", 0, 10)},
+		)
+	}
+	for delta := int64(1); delta <= 4; delta++ {
+		rep := checkSaved(t, withCount(keys(), delta))
+		require.True(t, rep.Counts[0].OK(), "delta %d: %s", delta, rep.Counts[0].String())
+		require.Equal(t, int64(1), rep.Counts[0].Min)
+		require.Equal(t, int64(4), rep.Counts[0].Max)
+		require.NotEqual(t, VerdictFail, rep.Verdict())
+	}
+	for _, delta := range []int64{0, 5} {
+		rep := checkSaved(t, withCount(keys(), delta))
+		require.Equal(t, VerdictFail, rep.Verdict(), "delta %d", delta)
+	}
+	require.Contains(t, check(t, withCount(keys(), 1)).Counts[0].String(), "within 1 to 4 for 1 key that ran and 3 that may have")
+}
+
 func TestRuleAtMostOnceReplaysWithoutAnExecutionAreUnproven(t *testing.T) {
 	// The key is fresh: its execution must have been one of the storm's
 	// attempts, and none of them ran it or was lost.
@@ -312,7 +363,7 @@ func TestJudgeKey(t *testing.T) {
 	tooMany := att(ClassRetryLater, 429, "", 5, 6)
 	unavailable := att(ClassRetryLater, 503, "", 5, 6)
 	server := att(ClassServerError, 500, "boom", 5, 6)
-	lostLate := att(ClassTransportError, 0, "", 15, 16) // after the original's answer
+	lostLate := att(ClassTransportError, 0, "", 25, 26) // after the first replay's answer
 	lostEarly := att(ClassTransportError, 0, "", 0, 1)
 	p := func(a Attempt) Attempt { return a.probe() }
 
