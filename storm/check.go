@@ -2,6 +2,8 @@ package storm
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -134,12 +136,7 @@ func (c *checker) run() *Report {
 		c.verdicts[i] = kv
 	}
 	if rep.Ledger != nil {
-		for key := range ledger {
-			rep.Ledger.Keys++
-			if !c.hasKey(key) {
-				rep.Ledger.OtherKeys++
-			}
-		}
+		c.ledgerAgrees(ledger)
 	}
 	rep.Errors = rep.TransportErrors + rep.ServerErrors
 	rep.Latency = percentiles(latencies)
@@ -171,10 +168,50 @@ func (c *checker) hasKey(key string) bool {
 	return c.keys[key]
 }
 
+// ledgerAgrees counts the ledger's keys, and says why the ledger disagrees
+// with the history, if it does: keys the history does not have (the ledger
+// is another run's, or the history is incomplete) or malformed effects (no
+// key, a negative attempt). Such a ledger cannot vouch for the history's
+// keys: the verdict is inconclusive (LedgerSummary.Disagreement).
+func (c *checker) ledgerAgrees(ledger map[string]int) {
+	l := c.rep.Ledger
+	var other []string
+	for key := range ledger {
+		l.Keys++
+		if !c.hasKey(key) {
+			l.OtherKeys++
+			other = append(other, key)
+		}
+	}
+	for _, e := range c.h.Ledger {
+		if malformedEffect(e) {
+			l.Malformed++
+		}
+	}
+	var why []string
+	if l.OtherKeys > 0 {
+		slices.Sort(other)
+		why = append(why, fmt.Sprintf("%s not in the history (%q first)", plural(l.OtherKeys, "key"), other[0]))
+	}
+	if l.Malformed > 0 {
+		why = append(why, fmt.Sprintf("%s malformed (no key, or a negative attempt)", plural(l.Malformed, "effect")))
+	}
+	if len(why) > 0 {
+		l.Disagreement = "the ledger disagrees with the history: " + strings.Join(why, "; ")
+	}
+}
+
+// malformedEffect reports whether a ledger line is unusable: no key, or a
+// negative attempt.
+func malformedEffect(e Effect) bool { return e.Key == "" || e.Attempt < 0 }
+
 // applyLedger decides at most once for one key from the executions the
-// ledger shows for it.
+// ledger shows for it: two or more fail it; an unproven key passes only
+// with exactly one.
 func (c *checker) applyLedger(kv *keyVerdict, executions int) {
 	switch {
+	case kv.unproven && executions == 0:
+		kv.failure.Reason = "the ledger shows no execution; " + kv.failure.Reason
 	case executions > 1:
 		reason := fmt.Sprintf("the ledger shows %d executions", executions)
 		if kv.class == classFailed {
@@ -184,7 +221,7 @@ func (c *checker) applyLedger(kv *keyVerdict, executions int) {
 		}
 		kv.class, kv.rule, kv.unproven = classFailed, RuleAtMostOnce, false
 		kv.failure.Rule = kv.rule
-	case kv.unproven:
+	case kv.unproven && executions == 1:
 		kv.resolve()
 		c.resolvedByLedger++
 	}
@@ -205,6 +242,9 @@ func ledgerExecutions(effects []Effect) map[string]int {
 	}
 	keys := map[string]*tally{}
 	for _, e := range effects {
+		if malformedEffect(e) {
+			continue
+		}
 		t := keys[e.Key]
 		if t == nil {
 			t = &tally{ids: map[string]bool{}, effects: map[string]int{}}

@@ -19,8 +19,9 @@ from the earliest.
 
 With --ledger FILE (JSON Lines, one line per side effect the service made:
 {"key": "...", "effect": "charge"}), at most once is decided key by key from
-the ledger: a key with two executions fails, an unproven key with one
-passes.
+the ledger: a key with two executions fails, an unproven key passes only
+with exactly one. A ledger with keys the history does not have, or with
+malformed effects, makes the verdict inconclusive.
 
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
 broken threshold, 2 usage error, a file that is not a history, or not a

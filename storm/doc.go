@@ -179,7 +179,9 @@
 // With a ledger (History.Ledger, "idemkey check --ledger"), the side
 // effects the service recorded, at most once is decided key by key
 // instead: a key with two executions in the ledger fails, an unproven key
-// with at most one passes.
+// passes only with exactly one. A ledger that disagrees with the history
+// (keys the history does not have, malformed effects) makes the verdict
+// inconclusive (LedgerSummary.Disagreement).
 //
 // # Verdict and exit codes
 //

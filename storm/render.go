@@ -82,7 +82,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		row("count", "%s", r.countNote())
 	}
 	if l := r.Ledger; l != nil {
-		row("ledger", "%d side effects for %d keys (%d of them not the history's)", l.Effects, l.Keys, l.OtherKeys)
+		s := fmt.Sprintf("%d side effects for %d keys (%d of them not the history's)", l.Effects, l.Keys, l.OtherKeys)
+		if l.Malformed > 0 {
+			s += fmt.Sprintf(", %d malformed", l.Malformed)
+		}
+		row("ledger", "%s", s)
 	}
 	keys := fmt.Sprintf("%d passed, %d failed, %d inconclusive", r.KeysPassed, r.KeysFailed, r.KeysInconclusive)
 	if r.KeysUnproven > 0 {

@@ -14,8 +14,8 @@ const (
 	VerdictFail = "fail"
 	// VerdictInconclusive means no key failed but not every key passed:
 	// some got no final answer (or the probe got none), or could not be
-	// proven to have run at most once, the storm was interrupted, or a
-	// count could not be read after it.
+	// proven to have run at most once, the storm was interrupted, a count
+	// could not be read after it, or the ledger disagrees with the history.
 	VerdictInconclusive = "inconclusive"
 )
 
@@ -216,6 +216,13 @@ type LedgerSummary struct {
 	Keys int
 	// OtherKeys counts the keys it names that are not the history's.
 	OtherKeys int
+	// Malformed counts the effects it lists without a key, or with a
+	// negative attempt; they are not counted as executions.
+	Malformed int
+	// Disagreement, when not empty, says why the ledger disagrees with the
+	// history (OtherKeys, Malformed): such a ledger cannot vouch for the
+	// history's keys, and the verdict is inconclusive.
+	Disagreement string
 }
 
 // RuleResult is what one rule decided, over every key.
@@ -289,7 +296,8 @@ func (r *Report) Verdict() string {
 	switch {
 	case r.KeysFailed > 0 || r.countMismatch():
 		return VerdictFail
-	case r.KeysInconclusive > 0 || r.KeysPassed < r.Keys || r.Interrupted || r.Responses == 0 || r.countUnread():
+	case r.KeysInconclusive > 0 || r.KeysPassed < r.Keys || r.Interrupted || r.Responses == 0 || r.countUnread() ||
+		(r.Ledger != nil && r.Ledger.Disagreement != ""):
 		return VerdictInconclusive
 	default:
 		return VerdictPass

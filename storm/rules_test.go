@@ -171,10 +171,38 @@ func TestRuleAtMostOnceUnprovenAfterALostAttempt(t *testing.T) {
 	})
 	t.Run("a ledger with one execution proves it", func(t *testing.T) {
 		h := burst(attempts)
-		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "other", Effect: "charge"}}
+		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}}
 		rep := checkSaved(t, h)
 		requireDecided(t, rep, RuleAtMostOnce, VerdictPass, "")
-		require.Equal(t, &LedgerSummary{Effects: 2, Keys: 2, OtherKeys: 1}, rep.Ledger)
+		require.Equal(t, &LedgerSummary{Effects: 1, Keys: 1}, rep.Ledger)
+	})
+	t.Run("a ledger with no execution leaves it unproven", func(t *testing.T) {
+		// It passed before: at most one execution was enough.
+		h := burst(attempts)
+		h.Ledger = []Effect{}
+		rep := checkSaved(t, h)
+		requireDecided(t, rep, RuleAtMostOnce, VerdictInconclusive, "the ledger shows no execution; unproven: ")
+		require.Equal(t, 1, rep.KeysUnproven)
+	})
+	t.Run("a ledger with keys the history lacks is inconclusive", func(t *testing.T) {
+		// It passed before, the other key counted and ignored.
+		h := burst(attempts)
+		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "other", Effect: "charge"}}
+		rep := checkSaved(t, h)
+		require.Equal(t, VerdictInconclusive, rep.Verdict())
+		require.Zero(t, rep.KeysInconclusive, "the key itself is proven")
+		require.Equal(t, 1, rep.Ledger.OtherKeys)
+		require.Equal(t, `the ledger disagrees with the history: 1 key not in the history ("other" first)`, rep.Ledger.Disagreement)
+		require.Contains(t, rep.inconclusiveWhy(), rep.Ledger.Disagreement)
+	})
+	t.Run("a malformed ledger is inconclusive", func(t *testing.T) {
+		h := burst(attempts)
+		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "", Effect: "charge"}, {Key: "key-0", Effect: "charge", Attempt: -1}}
+		rep := check(t, h)
+		require.Equal(t, VerdictInconclusive, rep.Verdict())
+		require.Equal(t, 2, rep.Ledger.Malformed)
+		require.Equal(t, 1, rep.Rules[0].Passed, "the malformed lines are not executions")
+		require.Contains(t, rep.Ledger.Disagreement, "2 effects malformed")
 	})
 	t.Run("a ledger with two executions fails it", func(t *testing.T) {
 		h := burst(attempts)
