@@ -8,7 +8,8 @@ import (
 )
 
 // Check judges a history: every key by the rules (RuleAtMostOnce and the
-// others; see the package documentation), the side-effect counts against
+// others; see the package documentation) on all its attempts, whichever
+// operations sent them (Report.Keys counts distinct keys), the side-effect counts against
 // the operations, and with a ledger (History.Ledger) at most once key by
 // key; then it computes the figures and the thresholds, and returns the
 // report the storm that recorded the history returned. It is the storm's
@@ -40,7 +41,9 @@ type checker struct {
 	h        *History
 	s        Settings
 	maxList  int
-	verdicts []keyVerdict // per operation; the Failure kept only for keys that did not pass
+	verdicts []keyVerdict // per key (units); the Failure kept only for keys that did not pass
+	units    []*Operation // the operations grouped by key: one per distinct key
+	unitOf   []int        // per operation, its key's index in units
 	rep      *Report
 	keys     map[string]bool // the history's keys, for the ledger's summary
 
@@ -66,9 +69,10 @@ func (c *checker) run() *Report {
 
 	var latencies []time.Duration
 	firstErr := ""
-	c.verdicts = make([]keyVerdict, len(h.Operations))
-	for i := range h.Operations {
-		op := &h.Operations[i]
+	c.groupByKey()
+	rep.Keys -= len(h.Operations) - len(c.units) // a key is judged once, however many operations sent it
+	c.verdicts = make([]keyVerdict, len(c.units))
+	for i, op := range c.units {
 		kv := judgeKey(op)
 		for j := range op.Attempts {
 			a := &op.Attempts[j]
@@ -155,6 +159,49 @@ func (c *checker) run() *Report {
 	rep.Interrupted = interrupted
 	rep.Thresholds = s.thresholds(rep)
 	return rep
+}
+
+// groupByKey groups the operations by key (units, unitOf): one key's
+// attempts may come from several operations, as from several histories
+// merged (several load generators sending the same key), and the rules
+// judge a key on all of them, in the order they were sent.
+func (c *checker) groupByKey() {
+	ops := c.h.Operations
+	c.units = make([]*Operation, 0, len(ops))
+	c.unitOf = make([]int, len(ops))
+	byKey := make(map[string]int, len(ops))
+	var shared []int // the units of several operations, copies (h is not modified)
+	for i := range ops {
+		u, ok := byKey[ops[i].Key]
+		switch {
+		case !ok:
+			u = len(c.units)
+			byKey[ops[i].Key] = u
+			c.units = append(c.units, &ops[i])
+		case !slices.Contains(shared, u):
+			first := *c.units[u]
+			first.Attempts = slices.Clone(first.Attempts)
+			c.units[u] = &first
+			shared = append(shared, u)
+			fallthrough
+		default:
+			c.units[u].Attempts = append(c.units[u].Attempts, ops[i].Attempts...)
+		}
+		c.unitOf[i] = u
+	}
+	for _, u := range shared {
+		slices.SortStableFunc(c.units[u].Attempts, func(a, b Attempt) int { return cmpDuration(a.Sent, b.Sent) })
+	}
+}
+
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // hasKey reports whether the history has an operation with key.
@@ -309,7 +356,7 @@ func (c *checker) judgeCounts() {
 	t := c.keyTally()
 	exact, judged := true, false
 	for _, f := range s.Counts {
-		cnt := Count{URL: s.CountURL, Field: f.Field, Want: f.Want, Operations: s.Keys}
+		cnt := Count{URL: s.CountURL, Field: f.Field, Want: f.Want, Operations: rep.Keys}
 		if r, ok := c.h.Counts[f.Field]; ok {
 			cnt.Before, cnt.After, cnt.Read, cnt.Error = r.Before, r.After, r.Read, r.Error
 		} else {
@@ -367,7 +414,7 @@ func (c *checker) tally() {
 	}
 	for i := range c.verdicts {
 		kv := &c.verdicts[i]
-		key := c.h.Operations[i].Key
+		key := c.units[i].Key
 		switch kv.class {
 		case classPassed:
 			rep.KeysPassed++

@@ -113,6 +113,7 @@ func TestCheckCommandUsageErrors(t *testing.T) {
 		"a ledger of junk":  {[]string{burstFile, "--ledger", notHistory}, "--ledger"},
 		"HTML of a burst":   {[]string{burstFile, "--report", filepath.Join(dir, "r.html")}, "--report needs a load-mode history"},
 		"mismatched storms": {[]string{burstFile, writeLoad(t, dir)}, "differs from the first"},
+		"one file twice":    {[]string{burstFile, filepath.Join(dir, ".", "b.jsonl")}, "given twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCheck(tc.args...)

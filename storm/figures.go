@@ -71,7 +71,7 @@ func (c *checker) load() *Load {
 		}
 		if completed {
 			ld.Operations.Completed++
-			if c.verdicts[i].class == classPassed {
+			if c.verdicts[c.unitOf[i]].class == classPassed {
 				exactlyOnce++
 			}
 		} else {

@@ -154,6 +154,7 @@ func TestReadLedger(t *testing.T) {
 func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	a := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)}, []Attempt{att(ClassOriginal, 201, "b", 0, 10)})
 	b := loadHistory([]Attempt{att(ClassOriginal, 201, "c", 0, 10)})
+	b.Operations[0].Key = "b-0" // another generator's key
 	b.Header.Started = a.Header.Started.Add(1500 * time.Millisecond)
 	a.End = &End{Elapsed: time.Second}
 	b.End = &End{Elapsed: time.Second, ProbeElapsed: 10 * time.Millisecond}
@@ -173,7 +174,7 @@ func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	require.Equal(t, 20.0, m.Header.Settings.Rate)
 	require.Equal(t, 1500*time.Millisecond+100*time.Millisecond, m.Header.Settings.Duration)
 	require.Equal(t, []int{0, 1, 2}, []int{m.Operations[0].Op, m.Operations[1].Op, m.Operations[2].Op})
-	require.Equal(t, "key-0", m.Operations[0].Key, "b's operation comes first, shifted")
+	require.Equal(t, "b-0", m.Operations[0].Key, "b's operation comes first, shifted")
 	require.Equal(t, 1500*time.Millisecond, m.Operations[0].Attempts[0].Sent)
 	require.Equal(t, 1, m.Operations[1].Attempts[0].Op)
 	require.Equal(t, map[string]CountReading{"charges": {Before: 10, After: 13, Read: true}}, m.Counts)
@@ -190,6 +191,40 @@ func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	require.ErrorIs(t, err, ErrHistory)
 	_, err = MergeHistories()
 	require.ErrorIs(t, err, ErrHistory)
+}
+
+func TestCheckGroupsAKeysAttemptsAcrossOperationsAndHistories(t *testing.T) {
+	// Two load generators sent the same key, and each got an original:
+	// the key ran twice. Judged operation by operation, each passed.
+	a := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)})
+	b := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)})
+	b.Header.Started = a.Header.Started.Add(5 * time.Millisecond)
+	m, err := MergeHistories(a, b)
+	require.NoError(t, err)
+	rep := check(t, m)
+	require.Equal(t, VerdictFail, rep.Verdict())
+	require.Equal(t, 1, rep.Keys, "one key, whatever the operations that sent it")
+	require.Equal(t, 1, rep.KeysFailed)
+	require.Equal(t, RuleAtMostOnce, rep.Failures[0].Rule)
+	require.Contains(t, rep.Failures[0].Reason, "executed 2 times")
+	require.Len(t, a.Operations[0].Attempts, 1, "the inputs are not modified")
+	require.Len(t, m.Operations[0].Attempts, 1)
+
+	// One history, two operations of one key: the second's replay, sent
+	// after the first's lost attempt, makes the key pass on one execution
+	// (the lost attempt's), judged together.
+	h := burst(
+		[]Attempt{att(ClassTimeout, 0, "", 0, 100)},
+		[]Attempt{att(ClassReplay, 201, "a", 150, 160), att(ClassReplay, 201, "a", 300, 301).probe()},
+	)
+	h.Operations[1].Key = h.Operations[0].Key
+	for j := range h.Operations[1].Attempts {
+		h.Operations[1].Attempts[j].Key = h.Operations[0].Key
+	}
+	rep = checkSaved(t, h)
+	require.Equal(t, VerdictPass, rep.Verdict(), "%+v", rep.Inconclusive)
+	require.Equal(t, 1, rep.KeysPassed)
+	require.Equal(t, 1, rep.Keys)
 }
 
 func TestCheckCountsSpeakInOperations(t *testing.T) {
