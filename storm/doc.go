@@ -56,7 +56,8 @@
 // original below 500 or a replay), failed when a copy gave up without one.
 // The report adds (Report.Load): operations scheduled, started, completed,
 // failed, late and not started; attempts; amplification (attempts per
-// operation started) and its peak (the highest of one second, with the
+// operation started) and its peak (the highest of one scheduled second:
+// the attempts of the operations scheduled in it per operation, with the
 // second); goodput (operations completed per second of the schedule) and
 // exactly-once goodput (those whose key passed); the achieved rate and
 // start lag of the schedule; operation latency (p50, p90, p99, max, from

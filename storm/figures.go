@@ -37,6 +37,7 @@ func (c *checker) load() *Load {
 			sec.Late++
 			ld.Operations.Late++
 		}
+		opAttempts := 0
 		lastOf = lastOf[:0]
 		first := time.Duration(-1)
 		for j := range op.Attempts {
@@ -45,6 +46,7 @@ func (c *checker) load() *Load {
 				continue
 			}
 			ld.Attempts++
+			opAttempts++
 			attLat = append(attLat, a.Done-a.Sent)
 			countClass(at(a.Sent), a.Class)
 			if a.Attempt == 1 && (first < 0 || a.Sent < first) {
@@ -57,6 +59,8 @@ func (c *checker) load() *Load {
 				lastOf[a.Copy] = a
 			}
 		}
+		// sec may point into an older array: the attempts grew seconds.
+		seconds[sec.T].OperationAttempts += opAttempts
 		if first < 0 {
 			// Never started: it counts as having taken the whole timeout,
 			// so that the survivors cannot make the latency.

@@ -306,6 +306,37 @@ func TestCheckLoadFigures(t *testing.T) {
 	require.Equal(t, 1, rep.ExitCode())
 }
 
+func TestPeakAmplificationCountsTheRetriesOfTheOperationsScheduledInASecond(t *testing.T) {
+	// Second 0: ten operations, one attempt each. Second 1: ten whose
+	// first attempt timed out and whose two retries were sent in the
+	// seconds after: three attempts each, for the operations of second 1.
+	// Counted by the second the attempts were sent, second 1 had ten
+	// attempts for ten operations (1.0) and the retries fell in seconds
+	// without operations: the slow second did not show.
+	var ops [][]Attempt
+	for i := range 20 {
+		as := []Attempt{att(ClassOriginal, 201, "a", 0, 10)}
+		if i >= 10 {
+			as = []Attempt{att(ClassTimeout, 0, "", 0, 200).retried(), att(ClassTimeout, 0, "", 1100, 1300).number(2).retried(),
+				att(ClassOriginal, 201, "a", 1400, 1410).number(3)}
+		}
+		ops = append(ops, as)
+	}
+	rep := check(t, loadHistory(ops...))
+	ld := rep.Load
+	require.Equal(t, 40, ld.Attempts)
+	require.Equal(t, 2.0, ld.Amplification)
+	require.Equal(t, 3.0, ld.PeakAmplification)
+	require.Equal(t, 1, ld.PeakSecond)
+	a, ok := ld.Timeline[0].Amplification()
+	require.True(t, ok)
+	require.Equal(t, 1.0, a)
+	require.Equal(t, 30, ld.Timeline[1].OperationAttempts)
+	require.Equal(t, 10, ld.Timeline[1].Attempts, "attempts by class stay in the second they were sent")
+	_, ok = ld.Timeline[2].Amplification()
+	require.False(t, ok, "no operation scheduled in second 2")
+}
+
 func TestThresholdsPrintDurationsAsLatenciesAre(t *testing.T) {
 	th := Threshold{Name: "max-p99", Limit: 2000, Value: 4191.479, Unit: "ms"}
 	require.Equal(t, "max-p99 4.19s > 2.00s", th.String())
