@@ -109,6 +109,13 @@ func TestReadHistoryRejects(t *testing.T) {
 		"copy out of range":  attempt(`{"op":0,"key":"k","copy":1,"attempt":1,"class":"original"}`),
 		"an unknown class":   attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"great"}`),
 		"done before sent":   attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":5,"done_ns":4}`),
+		"negative sent":      attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":-5,"done_ns":4}`),
+		"done in 31 days":    attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":5,"done_ns":2678400000000000}`),
+		"done at the max":    attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":0,"done_ns":9223372036854775807}`),
+		"scheduled in 31 d":  attempt(`{"op":0,"key":"k","scheduled_ns":2678400000000000,"ended_ns":2678400000000000}`),
+		"negative ended":     attempt(`{"op":0,"key":"k","scheduled_ns":0,"ended_ns":-1}`),
+		"elapsed in 31 days": attempt(`{"end":{"elapsed_ns":2678400000000000}}`),
+		"negative probe":     attempt(`{"end":{"probe_elapsed_ns":-1}}`),
 		"a short digest":     attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","body_sha256":"abcd"}`),
 		"two keys for an op": attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original"}` + "\n" + `{"op":0,"key":"j","copy":0,"attempt":2,"class":"original"}`),
 		"a stranger line":    attempt(`{"hello":"world"}`),
@@ -123,6 +130,9 @@ func TestReadHistoryRejects(t *testing.T) {
 			require.Error(t, err)
 			if name != "a huge line" {
 				require.True(t, errors.Is(err, ErrHistory), "%v", err)
+			}
+			if strings.Contains(name, "days") || strings.Contains(name, "negative") || strings.Contains(name, "max") || strings.Contains(name, " 31 ") {
+				require.ErrorContains(t, err, "line 2: ", "names the line")
 			}
 		})
 	}
@@ -191,6 +201,10 @@ func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	require.ErrorIs(t, err, ErrHistory)
 	_, err = MergeHistories()
 	require.ErrorIs(t, err, ErrHistory)
+	late := loadHistory([]Attempt{att(ClassOriginal, 201, "c", 0, 10)})
+	late.Header.Started = a.Header.Started.Add(31 * 24 * time.Hour)
+	_, err = MergeHistories(a, late)
+	require.ErrorIs(t, err, ErrHistory, "times over 30 days apart")
 }
 
 func TestCheckGroupsAKeysAttemptsAcrossOperationsAndHistories(t *testing.T) {

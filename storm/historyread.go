@@ -16,6 +16,19 @@ import (
 // maxHistoryLine bounds one line of a history or ledger file.
 const maxHistoryLine = 1 << 20
 
+// maxHistoryTime bounds the times a history holds (sent_ns, done_ns,
+// scheduled_ns, ended_ns, the end's): no storm lasts 30 days, and a larger
+// number is a corrupt file whose sums and differences would overflow.
+const maxHistoryTime = 30 * 24 * time.Hour
+
+// checkTime reports a time of a history outside 0 to maxHistoryTime.
+func checkTime(name string, d time.Duration) error {
+	if d < 0 || d > maxHistoryTime {
+		return fmt.Errorf("%w: %s %d: want 0 to %d (30 days)", ErrHistory, name, int64(d), int64(maxHistoryTime))
+	}
+	return nil
+}
+
 // lineJSON is any line of a history file: the header has "history", the
 // end "end", the counts "counts", an attempt "attempt", an operation "op"
 // and none of those.
@@ -152,6 +165,9 @@ func ReadHistory(r io.Reader) (*History, error) {
 			}
 			h.End = &End{Elapsed: time.Duration(l.End.ElapsedNS), ProbeElapsed: time.Duration(l.End.ProbeElapsedNS),
 				Interrupted: l.End.Interrupted, Error: l.End.Error}
+			if err := firstError(checkTime("elapsed_ns", h.End.Elapsed), checkTime("probe_elapsed_ns", h.End.ProbeElapsed)); err != nil {
+				return err
+			}
 		case l.Counts != nil:
 			h.Counts = map[string]CountReading{}
 			for field, c := range l.Counts {
@@ -234,7 +250,7 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 	}
 	if l.Attempt == nil {
 		o.Scheduled, o.Ended, o.Late = time.Duration(l.ScheduledNS), time.Duration(l.EndedNS), l.Late
-		return nil
+		return firstError(checkTime("scheduled_ns", o.Scheduled), checkTime("ended_ns", o.Ended))
 	}
 	a := Attempt{Op: op, Key: l.Key, Copy: l.Copy, Attempt: *l.Attempt, Sent: time.Duration(l.SentNS), Done: time.Duration(l.DoneNS),
 		Class: l.Class, Status: l.Status, Replayed: l.Replayed, Retried: l.Retried, Probe: l.Probe, Size: l.Size,
@@ -246,8 +262,8 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 		return fmt.Errorf("%w: copy %d outside 0 to %d", ErrHistory, a.Copy, s.Dups-1)
 	case !slices.Contains(classes, a.Class):
 		return fmt.Errorf("%w: class %q", ErrHistory, a.Class)
-	case a.Sent < 0 || a.Done < a.Sent:
-		return fmt.Errorf("%w: sent_ns %d, done_ns %d: want 0 <= sent <= done", ErrHistory, a.Sent, a.Done)
+	case a.Sent < 0 || a.Done < a.Sent || a.Done > maxHistoryTime:
+		return fmt.Errorf("%w: sent_ns %d, done_ns %d: want 0 <= sent <= done <= %d (30 days)", ErrHistory, a.Sent, a.Done, int64(maxHistoryTime))
 	case a.Status < 0 || a.Status > 999:
 		return fmt.Errorf("%w: status %d", ErrHistory, a.Status)
 	}
@@ -259,6 +275,16 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 		}
 	}
 	o.Attempts = append(o.Attempts, a)
+	return nil
+}
+
+// firstError returns the first error that is not nil.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -339,6 +365,11 @@ func MergeHistories(hs ...*History) (*History, error) {
 		}
 		if h.Header.Started.Before(t0) {
 			t0 = h.Header.Started
+		}
+	}
+	for i, h := range hs {
+		if h.Header.Started.Sub(t0) > maxHistoryTime {
+			return nil, fmt.Errorf("%w: history %d started over 30 days after the earliest", ErrHistory, i+1)
 		}
 	}
 	m := &History{Header: first}
