@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // One attempt: its request, sent, and its answer taken in.
@@ -67,8 +68,8 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a resul
 	}
 	putHeader(h) // the body is closed: net/http is done with the request
 	s.h.Sum(a.BodySHA256[:0])
-	if len(s.snip) > 0 {
-		a.Snippet = string(s.snip)
+	if snip := wholeRunes(s.snip); len(snip) > 0 {
+		a.Snippet = string(snip)
 	}
 	a.Oversize = s.problem != nil && isTooLarge(s.problem, a.Status)
 	a.Class = classOf(a.Status, a.Replayed, false, false)
@@ -195,6 +196,21 @@ func (s *sink) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// wholeRunes returns b without a UTF-8 sequence cut short at its end (the
+// snippet is the body's first snippetLen bytes, which may end in the
+// middle of a rune); other bytes are left as they are.
+func wholeRunes(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // isProblem reports whether a Content-Type is application/problem+json.

@@ -238,7 +238,8 @@ type Attempt struct {
 	Probe bool
 	// Size is the body's length in bytes.
 	Size int64
-	// Snippet is the body's first bytes (at most 48), to describe it.
+	// Snippet is the body's first bytes (at most 48), to describe it,
+	// without a UTF-8 sequence cut short at its end.
 	Snippet string
 	// Oversize reports a replay whose body is idemkey's response-too-large
 	// problem with the status of the original: it stands for the original.

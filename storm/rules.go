@@ -373,7 +373,7 @@ func describeBody(a *Attempt) string {
 	if a.Size == 0 {
 		return "(empty body)"
 	}
-	s := strconv.Quote(a.Snippet)
+	s := strconv.Quote(string(wholeRunes([]byte(a.Snippet))))
 	if a.Size > int64(len(a.Snippet)) {
 		s += fmt.Sprintf("...(%d bytes)", a.Size)
 	}

@@ -1,11 +1,15 @@
 package storm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,4 +459,32 @@ func TestJudgeKey(t *testing.T) {
 	require.Equal(t, 1, kv.server)
 	require.Equal(t, map[int]int{201: 3, 409: 1, 429: 1, 500: 1}, f.Statuses)
 	require.Equal(t, "201 replayed, identical", f.Probe)
+}
+
+func TestSnippetsAreWholeRunes(t *testing.T) {
+	// 'a' then 'é's (two bytes each): the 48th byte is the first half of
+	// the 24th 'é'. Every answer's body differs after it, so the key's
+	// answers diverge and the reason shows the snippet.
+	var n atomic.Int64
+	body := "a" + strings.Repeat("é", 30)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s%d", body, n.Add(1))
+	}))
+	t.Cleanup(srv.Close)
+	var hist bytes.Buffer
+	rep, err := Run(t.Context(), Config{URL: srv.URL, Keys: 1, Dups: 2, NoProbe: true, History: &hist})
+	require.NoError(t, err)
+	require.Equal(t, VerdictFail, rep.Verdict())
+	want := `"a` + strings.Repeat("é", 23) + `"...(`
+	require.Contains(t, rep.Failures[0].Reason, want, "cut before the half rune")
+	require.NotContains(t, rep.Failures[0].Reason, `\x`)
+	require.NotContains(t, hist.String(), `\ufffd`)
+	require.Contains(t, hist.String(), `"snippet":"a`+strings.Repeat("é", 23)+`"`)
+
+	require.Equal(t, []byte("ab"), wholeRunes([]byte("ab")))
+	require.Equal(t, []byte("a"), wholeRunes([]byte("a\xe2\x82")), "a three-byte rune cut after two")
+	require.Equal(t, []byte("a€"), wholeRunes([]byte("a€")))
+	require.Equal(t, []byte("a\xff"), wholeRunes([]byte("a\xff")), "not UTF-8 at all: left alone")
+	require.Equal(t, `"a"...(5 bytes)`, describeBody(&Attempt{Size: 5, Snippet: "a\xc3"}), "a snippet read from a file")
 }
