@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -20,8 +21,10 @@ import (
 // One attempt: its request, sent, and its answer taken in.
 
 // send sends one HTTP request for k, bounded by rctx. ok is false when ctx
-// (the storm's) was cancelled, in which case the attempt is not recorded.
-// The caller numbers the attempt and records it.
+// (the storm's) was cancelled before the answer was complete: the attempt
+// is then a transport error whose Error is "interrupted" (it was sent, and
+// may have run), and the caller records it and stops. The caller numbers
+// the attempt and records it.
 func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a result, ok bool) {
 	h := r.header(k)
 	req := r.newRequest(rctx, k, h)
@@ -45,7 +48,8 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a resul
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return result{}, false
+			a.failed(errInterrupted, a.Sent+time.Since(start), false)
+			return a, false
 		}
 		a.failed(err, a.Sent+time.Since(start), rctx.Err() != nil)
 		return a, true
@@ -61,7 +65,8 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a resul
 	if err != nil {
 		sinks.Put(s)
 		if ctx.Err() != nil {
-			return result{}, false
+			a.failed(errInterrupted, a.Done, false)
+			return a, false
 		}
 		a.failed(fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), a.Done, rctx.Err() != nil)
 		return a, true
@@ -76,6 +81,11 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a resul
 	sinks.Put(s)
 	return a, true
 }
+
+// errInterrupted ends an attempt in flight when the storm is interrupted
+// (its context cancelled): it is recorded as a transport error, since it
+// was sent and may have run.
+var errInterrupted = errors.New("interrupted")
 
 // failed makes a the attempt that err ended at done, cut by the client's
 // own timeout if timeout.

@@ -144,7 +144,7 @@ func (c *checker) run() *Report {
 	}
 	rep.Errors = rep.TransportErrors + rep.ServerErrors
 	rep.Latency = percentiles(latencies)
-	if rep.Responses == 0 && rep.Requests > 0 {
+	if rep.Responses == 0 && rep.Requests > 0 && !interrupted {
 		rep.Error = fmt.Sprintf("no HTTP response: all %d requests failed (first error: %v)", rep.Requests, firstErr)
 	}
 

@@ -621,7 +621,8 @@ func TestRunInterrupted(t *testing.T) {
 	require.True(t, rep.Interrupted)
 	require.False(t, rep.Pass())
 	require.Equal(t, 2, rep.ExitCode())
-	require.Zero(t, rep.TransportErrors, "cancelled requests are not transport errors")
+	require.Equal(t, rep.Requests, rep.TransportErrors, "the requests in flight are recorded, interrupted")
+	require.Zero(t, rep.Timeouts, "cancelled requests are not timeouts")
 }
 
 func TestTimeoutIsTransportError(t *testing.T) {
