@@ -43,7 +43,7 @@ the keys allow, inconclusive when a key is inconclusive (or the run was
 interrupted, or a count unreadable), pass otherwise.
 
 --count-url URL --count-field NAME[=N] (repeatable) reads side-effect counts
-before and after: each must grow by N (default 1) per key whose final answer
+before and after (--settle after the last attempt, when one lost its answer): each must grow by N (default 1) per key whose final answer
 was a 2xx or 3xx, plus at most N per other key sent (a 4xx, or no final
 answer); exactly that proves the unproven keys ran once.
 
@@ -103,6 +103,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		countURL   = fs.String("count-url", "", "read side-effect counts (--count-field) from this JSON `URL` before and after the storm")
 		countField countFlag
 		history    = fs.String("history", "", "write every attempt to `file` as JSON Lines, streamed, for 'idemkey check'")
+		settle     = fs.Duration("settle", 0, "with --count-url: wait this long after the last attempt before reading the counts, when an attempt lost its answer, so that executions still running behind client timeouts are counted (default: the attempt timeout, --attempt-timeout or --timeout; 0 for none)")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
@@ -188,6 +189,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if (*countURL == "") != (len(countField) == 0) {
 		return usageErr("--count-url and --count-field go together")
 	}
+	if set["settle"] && *countURL == "" {
+		return usageErr("--settle needs --count-url: it is the wait before the counts are read")
+	}
+	if *settle < 0 {
+		return usageErr("--settle must not be negative, got %s", *settle)
+	}
 	if *countURL != "" {
 		if _, err := httpflag.ParseURL(*countURL); err != nil {
 			return usageErr("--count-url: %v", err)
@@ -214,6 +221,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoProbe:     *noProbe,
 		CountURL:    *countURL,
 		Counts:      countField,
+		Settle:      *settle,
+	}
+	if set["settle"] && *settle == 0 {
+		cfg.Settle = -1 // none
 	}
 	if loadMode {
 		switch {

@@ -187,6 +187,15 @@ type Config struct {
 	// amplification of one second of the timeline. 0: no threshold.
 	MaxPeakAmplification float64
 
+	// Settle is how long the storm waits after its last attempt (the late
+	// probe's included) before reading the counts after it (CountURL), so
+	// that executions still running on the server behind the client's
+	// timeouts are counted. It is waited only when an attempt lost its
+	// answer (a timeout or a transport error): otherwise every execution
+	// had answered. 0 means the attempt timeout (AttemptTimeout in load
+	// mode when set, else Timeout); a negative value, none.
+	Settle time.Duration
+
 	// History, when non-nil, receives the storm's history as JSON Lines
 	// (see History and storm/README.md), streamed as the storm goes
 	// through a buffer of fixed size. Run writes to it from several
@@ -215,6 +224,9 @@ func (cfg Config) settings() Settings {
 		Mode: modeBurst, KeyHeader: cfg.KeyHeader, Keys: cfg.Keys, Dups: cfg.Dups, Concurrency: cfg.Concurrency,
 		Timeout: cfg.Timeout, Retry: cfg.Retry, MaxRetries: cfg.MaxRetries, Probe: !cfg.NoProbe,
 		CountURL: redactURL(cfg.CountURL), Counts: cfg.counts(), MaxFailures: cfg.MaxFailures,
+	}
+	if len(s.Counts) > 0 {
+		s.Settle = cfg.Settle
 	}
 	if cfg.loadMode() {
 		s.Mode, s.Rate, s.Duration, s.MaxInFlight, s.AttemptTimeout = modeLoad, cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout
@@ -303,6 +315,14 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 	}
 	if cfg.MaxFailures == 0 {
 		cfg.MaxFailures = defaultMaxFailures
+	}
+	switch {
+	case cfg.Settle < 0:
+		cfg.Settle = 0
+	case cfg.Settle == 0 && cfg.AttemptTimeout > 0:
+		cfg.Settle = cfg.AttemptTimeout
+	case cfg.Settle == 0:
+		cfg.Settle = cfg.Timeout
 	}
 	if err := checkHeader(cfg.Header); err != nil {
 		return bad("%v", err)

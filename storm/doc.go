@@ -164,7 +164,9 @@
 //
 // With Config.CountURL and Config.CountField or Config.Counts (--count-url,
 // --count-field NAME[=N], repeatable), the storm reads numbers from a JSON
-// endpoint with GET before the storm and after the probe: the members
+// endpoint with GET before the storm and after the probe (Config.Settle
+// after the last attempt, when an attempt lost its answer: its execution
+// may still be running behind the client's timeout): the members
 // named (dots reach into nested objects), which must be integers, e.g. the
 // "provider_charges" of the /v1/stats of "idemkey serve". Those requests
 // carry none of the storm's headers. Each count must grow by its Want

@@ -105,6 +105,10 @@ type Settings struct {
 	MaxPeakAmplification  float64
 	// MaxFailures is Config.MaxFailures.
 	MaxFailures int
+	// Settle is how long the storm waited after its last attempt before
+	// reading the counts after it (Config.Settle, after defaults; 0 for
+	// none).
+	Settle time.Duration
 }
 
 // CountSpec is one side-effect count (Config.Counts, --count-field
@@ -278,6 +282,10 @@ type CountReading struct {
 	After int64
 	// Read reports whether After was read.
 	Read bool
+	// At is when After was read (or its read failed), from
+	// History.Header.Started, monotonic: Settings.Settle after the last
+	// attempt at the earliest. 0 when it was not read after.
+	At time.Duration
 	// Error says why After could not be read.
 	Error string
 }

@@ -63,6 +63,7 @@ type lineJSON struct {
 
 	End    *endJSON             `json:"end"`
 	Counts map[string]countJSON `json:"counts"`
+	ReadNS int64                `json:"read_ns"` // the counts line's
 
 	// What parseFlat points Op and Attempt to, and unescapes into, so that
 	// a line read costs no allocation of its own.
@@ -169,9 +170,12 @@ func ReadHistory(r io.Reader) (*History, error) {
 				return err
 			}
 		case l.Counts != nil:
+			if err := checkTime("read_ns", time.Duration(l.ReadNS)); err != nil {
+				return err
+			}
 			h.Counts = map[string]CountReading{}
 			for field, c := range l.Counts {
-				cr := CountReading{Before: c.Before, Error: c.Error}
+				cr := CountReading{Before: c.Before, Error: c.Error, At: time.Duration(l.ReadNS)}
 				if c.After != nil {
 					cr.After, cr.Read = *c.After, true
 				}
@@ -432,7 +436,10 @@ func MergeHistories(hs ...*History) (*History, error) {
 			r := CountReading{Before: before.Before, Error: "not read after the storm that ended last"}
 			if lastEnd != nil {
 				if after, ok := lastEnd.Counts[f.Field]; ok {
-					r.After, r.Read, r.Error = after.After, after.Read, after.Error
+					r.After, r.Read, r.Error, r.At = after.After, after.Read, after.Error, after.At
+					if r.At > 0 {
+						r.At += lastEnd.Header.Started.Sub(t0)
+					}
 				}
 			}
 			m.Counts[f.Field] = r

@@ -335,6 +335,8 @@ func TestUsageErrors(t *testing.T) {
 		"count field bad N":    {"--url", u, "--count-url", u, "--count-field", "n=two"},
 		"count field N < 0":    {"--url", u, "--count-url", u, "--count-field", "n=-1"},
 		"count field no name":  {"--url", u, "--count-url", u, "--count-field", "=1"},
+		"settle without count": {"--url", u, "--settle", "1s"},
+		"negative settle":      {"--url", u, "--count-url", u, "--count-field", "n", "--settle", "-1s"},
 		"history in no dir":    {"--url", u, "--history", filepath.Join(t.TempDir(), "no", "such", "dir.jsonl")},
 		"bad scheme":           {"--url", "ftp://example.com/x"},
 		"no scheme":            {"--url", "localhost:8080/x"},
