@@ -256,10 +256,6 @@ type Attempt struct {
 // replay that ended its copy (a 5xx never is).
 func (a *Attempt) final() bool { return !a.Retried && (a.Class.Executes() || a.Class == ClassReplay) }
 
-// execution reports whether the attempt says the server ran the request:
-// an answer of an executing class (a 5xx, retried or not, is none).
-func (a *Attempt) execution() bool { return a.Class.Executes() }
-
 // End is what a storm knew once it had finished: the last line but the
 // counts' of a history file.
 type End struct {
