@@ -85,6 +85,11 @@ const (
 	// ReasonStoredUnreadable: internal error, the stored outcome cannot be
 	// replayed; the tool is not run again.
 	ReasonStoredUnreadable = "STORED_RESPONSE_UNREADABLE"
+	// ReasonResultTooLarge: a tool error marked _meta.idempotentReplayed,
+	// without a retry delay: the call with the key ran, but its result was
+	// over Options.MaxResultBytes and was not stored; the call will not run
+	// again with this key.
+	ReasonResultTooLarge = "RESULT_TOO_LARGE"
 	// ReasonToolPanicked: internal error, the tool panicked; the key was
 	// released, so a retry with it runs the tool again.
 	ReasonToolPanicked = "TOOL_PANICKED"
@@ -93,7 +98,7 @@ const (
 // reasons lists every Reason, for the test that the README documents them.
 var reasons = []string{ReasonKeyMissing, ReasonKeyMalformed, ReasonArgumentsInvalid, ReasonCallerUnknown,
 	ReasonScopeRequired, ReasonScopeInvalid, ReasonInProgress, ReasonKeyReused, ReasonResponseExpired,
-	ReasonStoreUnavailable, ReasonShuttingDown, ReasonStoreError, ReasonStoredUnreadable, ReasonToolPanicked}
+	ReasonStoreUnavailable, ReasonShuttingDown, ReasonStoreError, ReasonStoredUnreadable, ReasonResultTooLarge, ReasonToolPanicked}
 
 // ErrorData is the data of the JSON-RPC errors the middleware answers with:
 // {"reason": "KEY_REUSED"}.

@@ -89,13 +89,27 @@ type Options struct {
 	// cancels them at once. Default: 5s.
 	ShutdownGrace time.Duration
 
+	// MaxResultBytes is the largest tool result, in bytes of its JSON, that
+	// is stored for replay. A larger result reaches the caller of the run
+	// that made it, but is not stored: the record keeps only that the call
+	// ran, and every later call with its key gets a tool error (isError:
+	// true, marked _meta.idempotentReplayed) whose
+	// _meta.idempotencyReason is RESULT_TOO_LARGE; the call never runs
+	// again with that key. Default: 1 MiB.
+	MaxResultBytes int
+
 	// Logger receives what the caller is not told, such as an outcome that
 	// could not be stored or a tool that panicked. Default: slog.Default().
 	Logger *slog.Logger
 }
 
+// DefaultMaxResultBytes is the default Options.MaxResultBytes: 1 MiB, the
+// HTTP middleware's default MaxResponseBytes.
+const DefaultMaxResultBytes = 1 << 20
+
 // withDefaults returns o with every zero field set to its default; it
-// panics on a negative duration (but ShutdownGrace), a programming error.
+// panics on a negative duration (but ShutdownGrace) or MaxResultBytes, a
+// programming error.
 func (o Options) withDefaults() Options {
 	if o.Scope == nil {
 		o.Scope = DefaultScope
@@ -111,6 +125,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.MaxResultBytes < 0 {
+		panic("mcpmw: negative Options.MaxResultBytes")
 	}
 	if o.RetryAfter < 0 || o.Wait < 0 || o.Timeout < 0 || o.Retention < 0 {
 		panic("mcpmw: negative duration in Options")

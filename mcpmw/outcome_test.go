@@ -59,7 +59,7 @@ func FuzzDecodeOutcome(f *testing.F) {
 			return
 		}
 		delete(res.Meta, MetaReplayed)
-		again, err := encodeOutcome(res)
+		again, err := encodeOutcome(res.CallToolResult)
 		require.NoError(t, err)
 		res2, err := decodeOutcome(again)
 		require.NoError(t, err)
