@@ -1,9 +1,14 @@
 package mcpmw_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,4 +226,65 @@ func TestObserverSeesEachDecision(t *testing.T) {
 		observe.Replayed.String() + " tools/call send_email",
 		observe.Mismatch.String() + " tools/call send_email",
 	}, kinds, "an unguarded call is no decision")
+}
+
+// loseFirstCall is a RoundTripper that lets the first tools/call reach the
+// server, reads the server's whole answer and then fails as a connection
+// reset would: the tool ran, and its caller never heard.
+type loseFirstCall struct {
+	lost atomic.Bool
+}
+
+func (l *loseFirstCall) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || !bytes.Contains(body, []byte(`"method":"tools/call"`)) || !l.lost.CompareAndSwap(false, true) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, errors.New("read tcp: connection reset by peer")
+}
+
+// A client whose transport fails after the server ran the call (the
+// answer is lost: not a JSON-RPC error) sends it again with the same key
+// and gets the replay: one email. A JSON-RPC error, the server's answer, is
+// not retried.
+func TestClientRetriesTransportErrorsWithTheKey(t *testing.T) {
+	lossy := &loseFirstCall{}
+	h := start(t, streamable, setup{
+		client: &mcpmw.ClientOptions{MaxAttempts: 3, BaseDelay: time.Millisecond},
+		http:   lossy,
+	})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 20*time.Second)
+	res, err := email(ctx, cs, "", ann("hello"))
+	require.NoError(t, err)
+	require.True(t, lossy.lost.Load(), "the first answer was lost")
+	require.True(t, mcpmw.Replayed(res), "the retry got the first run's result: %s", text(res))
+	require.Equal(t, "msg_1", structured(t, res).ID)
+	require.EqualValues(t, 1, h.sent.Load(), "emails sent")
+
+	var refusals atomic.Int64
+	obs := observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		if e.Kind == observe.Mismatch {
+			refusals.Add(1)
+		}
+	}}
+	r := start(t, inMemory, setup{redis: h.redis, store: redisstore.Options{Observer: obs}, client: &mcpmw.ClientOptions{MaxAttempts: 3, BaseDelay: time.Millisecond}})
+	rs := r.connect("alice")
+	pinned := mcpmw.WithKey(ctx, "key-reused")
+	_, err = email(pinned, rs, "", ann("hello"))
+	require.NoError(t, err)
+	_, err = email(pinned, rs, "", ann("goodbye"))
+	require.Equal(t, mcpmw.ReasonKeyReused, mcpmw.Reason(nil, err))
+	require.EqualValues(t, 1, refusals.Load(), "the JSON-RPC error was not retried")
 }
