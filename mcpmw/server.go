@@ -43,7 +43,11 @@ var scopeHint sync.Once
 //
 // Add it last (outermost), so that it sees calls before the middleware
 // that handles them and a panicking tool releases its key before anything
-// recovers it; it recovers a panic itself (the SDK does not).
+// recovers it; it recovers a panic itself (the SDK does not). A replay it
+// answers is an mcp.Result that embeds the decoded *mcp.CallToolResult
+// (its fields readable, its _meta settable), not a *mcp.CallToolResult:
+// it sends the stored bytes, so a middleware outside it can add to _meta
+// but not change the content.
 //
 // It panics if store is nil, opts holds a negative duration, or
 // opts.Retention does not exceed the store's Lease and MaxDuration: all
