@@ -33,7 +33,8 @@ and the verdict is a check over that record, key by key, by named rules:
                      have run too, is unproven: inconclusive, unless a count
                      decides it
   retries-not-final  a 5xx, 408, 425, 429 or 503 that storm retried is neither
-                     an execution nor a final answer
+                     an execution nor a final answer (a 5xx never is: idemkey
+                     releases the key, and the retry runs it)
   one-answer         every final answer has the same status and body
   no-lost-success    the late probe gets an identical replay
   liveness           a key without a final answer is inconclusive
