@@ -241,7 +241,7 @@ func (c *checker) ledgerAgrees(ledger map[string]int) {
 		why = append(why, fmt.Sprintf("%s not in the history (%q first)", plural(l.OtherKeys, "key"), other[0]))
 	}
 	if l.Malformed > 0 {
-		why = append(why, fmt.Sprintf("%s malformed (no key, or a negative attempt)", plural(l.Malformed, "effect")))
+		why = append(why, fmt.Sprintf("%s malformed (no usable key, or a negative attempt)", plural(l.Malformed, "effect")))
 	}
 	if len(why) > 0 {
 		l.Disagreement = "the ledger disagrees with the history: " + strings.Join(why, "; ")

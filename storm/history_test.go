@@ -148,10 +148,18 @@ func TestReadLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Effect{{Key: "a", Effect: "charge"}, {Key: "a", Effect: "email", Execution: "7", Attempt: 2, Token: "t1", Refused: true},
 		{Key: "b"}}, got)
-	for name, bad := range map[string]string{"no key": `{"effect":"charge"}`, "not an object": `[1]`, "cut short": `{"key":"a"`,
-		"a token that is an object": `{"key":"a","token":{}}`} {
+	for name, bad := range map[string]string{"not an object": `[1]`, "cut short": `{"key":"a"`, "not JSON": `key=a`,
+		"a number": `1`} {
 		_, err := ReadLedger(strings.NewReader(bad))
 		require.ErrorIs(t, err, ErrHistory, name)
+	}
+	// Objects without a usable key are kept, malformed: Check makes the
+	// verdict inconclusive (they were refused before).
+	for name, malformed := range map[string]string{"no key": `{"effect":"charge"}`, "a null key": `{"key":null}`,
+		"a key that is a number": `{"key":1}`, "a token that is an object": `{"key":"a","token":{}}`} {
+		got, err := ReadLedger(strings.NewReader(malformed + "\n"))
+		require.NoError(t, err, name)
+		require.Equal(t, []Effect{{}}, got, name)
 	}
 	require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 2, "d": 3}, ledgerExecutions([]Effect{
 		{Key: "a", Effect: "charge"}, {Key: "a", Effect: "email"}, {Key: "a", Effect: "charge", Refused: true},

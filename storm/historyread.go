@@ -312,8 +312,12 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 // ReadLedger reads a ledger: JSON Lines, one object per side effect the
 // service made, {"key": …, "effect": "charge"} and optionally
 // "execution", "attempt", "token" (strings or numbers) and "refused"
-// (see Effect). It returns an error wrapping ErrHistory for a line that is
-// not such an object or has no key, and the reader's errors.
+// (see Effect). A JSON object without a usable key (none, not a string)
+// or with a member of the wrong type is kept as a malformed effect, its
+// Key empty: Check counts it (LedgerSummary.Malformed) and the verdict is
+// inconclusive. It returns an error wrapping ErrHistory for a line that is
+// not a JSON object (the file is not a ledger, or was cut short), and the
+// reader's errors.
 func ReadLedger(r io.Reader) ([]Effect, error) {
 	var out []Effect
 	truncated, err := lines(r, func(n int, line []byte) error {
@@ -325,11 +329,16 @@ func ReadLedger(r io.Reader) ([]Effect, error) {
 			Token     flexString `json:"token"`
 			Refused   bool       `json:"refused"`
 		}
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("%w: ledger: %v", ErrHistory, err)
-		}
-		if e.Key == nil {
-			return fmt.Errorf("%w: ledger: no key", ErrHistory)
+		if err := json.Unmarshal(line, &e); err != nil || e.Key == nil {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(line, &obj) != nil {
+				if err == nil {
+					err = errors.New("not an object")
+				}
+				return fmt.Errorf("%w: ledger: %v", ErrHistory, err)
+			}
+			out = append(out, Effect{}) // malformed: no usable key
+			return nil
 		}
 		out = append(out, Effect{Key: *e.Key, Effect: e.Effect, Execution: string(e.Execution), Attempt: e.Attempt,
 			Token: string(e.Token), Refused: e.Refused})
