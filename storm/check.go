@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,8 +10,8 @@ import (
 
 // Check judges a history: every key by the rules (RuleAtMostOnce and the
 // others; see the package documentation) on all its attempts, whichever
-// operations sent them (Report.Keys counts distinct keys), the side-effect counts against
-// the operations, and with a ledger (History.Ledger) at most once key by
+// operations sent them (Report.Keys counts distinct keys), the side-effect
+// counts against the operations, and with a ledger (History.Ledger) at most once key by
 // key; then it computes the figures and the thresholds, and returns the
 // report the storm that recorded the history returned. It is the storm's
 // own verdict: Run calls it on the history it recorded. Check is a pure
@@ -170,7 +171,7 @@ func (c *checker) groupByKey() {
 	c.units = make([]*Operation, 0, len(ops))
 	c.unitOf = make([]int, len(ops))
 	byKey := make(map[string]int, len(ops))
-	var shared []int // the units of several operations, copies (h is not modified)
+	shared := map[int]bool{} // the units of several operations: copies (h is not modified)
 	for i := range ops {
 		u, ok := byKey[ops[i].Key]
 		switch {
@@ -178,30 +179,20 @@ func (c *checker) groupByKey() {
 			u = len(c.units)
 			byKey[ops[i].Key] = u
 			c.units = append(c.units, &ops[i])
-		case !slices.Contains(shared, u):
+		case !shared[u]:
 			first := *c.units[u]
 			first.Attempts = slices.Clone(first.Attempts)
 			c.units[u] = &first
-			shared = append(shared, u)
+			shared[u] = true
 			fallthrough
 		default:
 			c.units[u].Attempts = append(c.units[u].Attempts, ops[i].Attempts...)
 		}
 		c.unitOf[i] = u
 	}
-	for _, u := range shared {
-		slices.SortStableFunc(c.units[u].Attempts, func(a, b Attempt) int { return cmpDuration(a.Sent, b.Sent) })
+	for u := range shared {
+		slices.SortStableFunc(c.units[u].Attempts, func(a, b Attempt) int { return cmp.Compare(a.Sent, b.Sent) })
 	}
-}
-
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // hasKey reports whether the history has an operation with key.
