@@ -127,7 +127,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "thresholds: BROKEN (%s)\n", strings.Join(parts, "; "))
 	}
 	if r.Load != nil && len(r.Load.Timeline) > 0 {
-		b.WriteString("\ntimeline (attempts by the second they were sent; operations and latency by the second they were scheduled)\n")
+		b.WriteString("\ntimeline (attempts by the second they were sent; operations, amplification and latency by the second they were scheduled)\n")
 		writeTimeline(&b, r.Load.Timeline)
 	}
 	_, err := io.WriteString(w, b.String())
