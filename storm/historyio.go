@@ -301,6 +301,13 @@ type settingsJSON struct {
 	MinExactlyOnceGoodput float64         `json:"min_exactly_once_goodput,omitempty"`
 	MaxPeakAmplification  float64         `json:"max_peak_amplification,omitempty"`
 	MaxFailures           int             `json:"max_failures"`
+	Stages                []stageJSON     `json:"stages,omitempty"`
+}
+
+// stageJSON is one of load mode's stages, in the history's header.
+type stageJSON struct {
+	DurationNS int64   `json:"duration_ns"`
+	Rate       float64 `json:"rate"`
 }
 
 type countSpecJSON struct {
@@ -324,6 +331,9 @@ func headerJSONOf(h *Header) headerJSON {
 	for _, c := range s.Counts {
 		j.Config.Counts = append(j.Config.Counts, countSpecJSON(c))
 	}
+	for _, st := range s.Stages {
+		j.Config.Stages = append(j.Config.Stages, stageJSON{DurationNS: int64(st.Duration), Rate: st.Rate})
+	}
 	return j
 }
 
@@ -341,6 +351,9 @@ func (j *headerJSON) header() Header {
 	}}
 	for _, cs := range c.Counts {
 		h.Settings.Counts = append(h.Settings.Counts, CountSpec(cs))
+	}
+	for _, st := range c.Stages {
+		h.Settings.Stages = append(h.Settings.Stages, Stage{Duration: time.Duration(st.DurationNS), Rate: st.Rate})
 	}
 	return h
 }
