@@ -114,7 +114,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
-		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration)")
+		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration; with --stages, the rate they start from, default 0)")
 		duration    = fs.Duration("duration", 0, "load mode: how long operations are scheduled (default 10s with --rate)")
 		maxInFlight = fs.Int("max-in-flight", defaultMaxInFlight, "load mode: attempts in flight at most; an operation that waits for a slot is late")
 		attemptTO   = fs.Duration("attempt-timeout", 0, "load mode: give up on one attempt after this long and retry it with the same key (default: none but --timeout)")

@@ -138,11 +138,13 @@ type Config struct {
 	// operations are started per second, on a fixed schedule that does not
 	// wait for the server (open loop). Each operation has a key of its own
 	// and is sent Dups times at once. Keys and Concurrency are the burst
-	// mode's and are ignored. 0 in load mode means 100.
+	// mode's and are ignored. 0 in load mode means 100, or 0 with Stages
+	// (the rate their ramp starts from).
 	Rate float64
 	// Duration, when positive, selects load mode: operations are scheduled
 	// for Duration, Rate*Duration of them (rounded up), and the run lasts
-	// until the last one has ended. 0 in load mode means 10s.
+	// until the last one has ended. 0 in load mode means 10s, or the sum of
+	// the Stages.
 	Duration time.Duration
 	// Stages, when given, select load mode and shape its arrival rate: it
 	// ramps linearly from Rate (0 by default with stages) to each stage's

@@ -12,7 +12,8 @@ import (
 // Load holds load mode's figures (Report.Load); the package documentation
 // defines them.
 type Load struct {
-	// Rate is the operations scheduled per second (Config.Rate).
+	// Rate is the operations scheduled per second (Config.Rate); with
+	// Stages, the rate the first starts from.
 	Rate float64
 	// Duration is the schedule's length (Config.Duration).
 	Duration time.Duration
