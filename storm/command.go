@@ -181,10 +181,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification",
-			"min-goodput", "min-exactly-once-goodput", "max-peak-amplification", "csv", "metrics-addr"} {
+			"min-goodput", "min-exactly-once-goodput", "max-peak-amplification"} {
 			if set[name] {
-				return usageErr("--%s needs load mode: give --rate, --duration or --stages", name)
+				return usageErr("--%s needs load mode: give --rate or --duration", name)
 			}
+		}
+	}
+	for _, name := range []string{"csv", "metrics-addr"} {
+		if set[name] && !loadMode {
+			return usageErr("--%s needs load mode: give --rate, --duration or --stages", name)
 		}
 	}
 	if int64(*keys)*int64(*dups) > maxRequests {

@@ -228,10 +228,10 @@ func (cfg Config) settings() Settings {
 	}
 	if cfg.loadMode() {
 		s.Mode, s.Rate, s.Duration, s.MaxInFlight, s.AttemptTimeout = modeLoad, cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout
+		s.Stages = cfg.Stages
 		s.Retries, s.BaseDelay, s.MaxDelay = cfg.Retries, cfg.Policy.BaseDelay, cfg.Policy.MaxDelay
 		s.MaxP99, s.MaxAmplification, s.MinGoodput = cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput
 		s.MinExactlyOnceGoodput, s.MaxPeakAmplification = cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification
-		s.Stages = cfg.Stages
 	}
 	return s
 }

@@ -293,6 +293,7 @@ type settingsJSON struct {
 	Retries               int             `json:"retries,omitempty"`
 	BackoffMinNS          int64           `json:"backoff_min_ns,omitempty"`
 	BackoffMaxNS          int64           `json:"backoff_max_ns,omitempty"`
+	Stages                []stageJSON     `json:"stages,omitempty"`
 	CountURL              string          `json:"count_url,omitempty"`
 	Counts                []countSpecJSON `json:"counts,omitempty"`
 	MaxP99NS              int64           `json:"max_p99_ns,omitempty"`
@@ -301,13 +302,6 @@ type settingsJSON struct {
 	MinExactlyOnceGoodput float64         `json:"min_exactly_once_goodput,omitempty"`
 	MaxPeakAmplification  float64         `json:"max_peak_amplification,omitempty"`
 	MaxFailures           int             `json:"max_failures"`
-	Stages                []stageJSON     `json:"stages,omitempty"`
-}
-
-// stageJSON is one of load mode's stages, in the history's header.
-type stageJSON struct {
-	DurationNS int64   `json:"duration_ns"`
-	Rate       float64 `json:"rate"`
 }
 
 type countSpecJSON struct {

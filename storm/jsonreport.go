@@ -57,6 +57,7 @@ type jsonReport struct {
 	// load mode only
 	Rate             *float64         `json:"rate,omitempty"`
 	DurationMS       *float64         `json:"duration_ms,omitempty"`
+	Stages           []jsonStage      `json:"stages,omitempty"`
 	MaxInFlight      *int             `json:"max_in_flight,omitempty"`
 	AttemptTimeoutMS *float64         `json:"attempt_timeout_ms,omitempty"`
 	MaxRetries       *int             `json:"max_retries,omitempty"`
@@ -72,13 +73,6 @@ type jsonReport struct {
 	StartLagMS       *jsonLatency     `json:"start_lag_ms,omitempty"`
 	Thresholds       *[]jsonThreshold `json:"thresholds,omitempty"`
 	Timeline         *[]jsonSecond    `json:"timeline,omitempty"`
-	Stages           []jsonStage      `json:"stages,omitempty"`
-}
-
-// jsonStage is one of load mode's stages.
-type jsonStage struct {
-	DurationMS float64 `json:"duration_ms"`
-	Rate       float64 `json:"rate"`
 }
 
 type jsonRule struct {

@@ -65,6 +65,7 @@ func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun
 		}
 	}
 	sched := cfg.schedule()
+	l.metrics = cfg.Metrics
 	l.metrics.begin(sched, start)
 	defer l.metrics.end()
 	timer := time.NewTimer(time.Hour)
@@ -246,7 +247,7 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 
 // newLoader prepares load mode's state.
 func (r *runner) newLoader(start time.Time) *loader {
-	l := &loader{runner: r, start: start, slots: make(chan struct{}, r.cfg.MaxInFlight), policy: r.cfg.Policy, metrics: r.cfg.Metrics}
+	l := &loader{runner: r, start: start, slots: make(chan struct{}, r.cfg.MaxInFlight), policy: r.cfg.Policy}
 	if r.cfg.Progress != nil {
 		l.live = &liveHist{}
 	}

@@ -204,3 +204,15 @@ func checkStages(cfg *Config) error {
 	}
 	return nil
 }
+
+// stageJSON is one of load mode's stages, in the history's header.
+type stageJSON struct {
+	DurationNS int64   `json:"duration_ns"`
+	Rate       float64 `json:"rate"`
+}
+
+// jsonStage is one of load mode's stages, in the JSON report.
+type jsonStage struct {
+	DurationMS float64 `json:"duration_ms"`
+	Rate       float64 `json:"rate"`
+}
