@@ -66,8 +66,6 @@ and exactly-once goodput, latency percentiles and a per-second timeline;
 --report writes it as one HTML file. --max-p99, --max-amplification,
 --max-peak-amplification, --min-goodput and --min-exactly-once-goodput are
 thresholds: a broken one makes the exit status 1 whatever the verdict.
---keys, --concurrency and --retry are the burst mode's.
-
 --stages D:R[,D:R...] shapes the arrivals as k6's ramping-arrival-rate does:
 the rate moves linearly to R over each stage's D, from --rate (0 by default
 then), and the run lasts the sum of the stages; each second of the timeline
@@ -75,6 +73,7 @@ has the operations "scheduled" in it beside those "started". --csv FILE
 writes the timeline as CSV, one row per second; --metrics-addr ADDR
 (loopback) serves the live figures at /metrics in the Prometheus text format
 while the storm runs, every name starting with idemkey_storm_.
+--keys, --concurrency and --retry are the burst mode's.
 
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
 broken threshold, 2 usage error or not a single HTTP response.
