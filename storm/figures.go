@@ -86,10 +86,10 @@ func (c *checker) load() *Load {
 		lastStart = max(lastStart, first)
 	}
 	ld.Operations.NotStarted = ld.Operations.Scheduled - ld.Operations.Started
-	if sched := newSchedule(s.Rate, s.Duration, s.Stages); s.Rate > 0 || len(s.Stages) > 0 {
+	if s.Rate > 0 || len(s.Stages) > 0 {
 		// What an interrupted run never made was scheduled all the same;
 		// a merged history has no one schedule (its total differs).
-		if sched.total() == s.Keys {
+		if sched := newSchedule(s.Rate, s.Duration, s.Stages); sched.total() == s.Keys {
 			for i := len(c.h.Operations); i < s.Keys; i++ {
 				at(sched.due(i)).Scheduled++
 			}

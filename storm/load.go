@@ -49,7 +49,8 @@ type loader struct {
 	err        error    // why the pacer stopped early; set by the pacer
 }
 
-// load runs the load-mode storm: it schedules Rate*Duration operations and
+// load runs the load-mode storm: it schedules the operations of
+// Config.schedule (Rate*Duration, or the Stages' arrivals) and
 // waits for every one of them to end. It returns the operations created.
 func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun {
 	cfg := r.cfg
