@@ -152,6 +152,9 @@ type Config struct {
 	// the sum of the stages, which Duration must then be 0 or equal. At
 	// most 1000 stages.
 	Stages []Stage
+	// Metrics, when non-nil, receives load mode's live figures as the
+	// storm goes (see Metrics; --metrics-addr serves them).
+	Metrics *Metrics
 	// MaxInFlight bounds the attempts in flight at once in load mode. An
 	// operation whose first attempt has to wait for a slot is late; its
 	// latency still counts from its scheduled start. 0 means 1000.
@@ -192,10 +195,6 @@ type Config struct {
 	// MaxPeakAmplification is a threshold of load mode: the highest
 	// amplification of one second of the timeline. 0: no threshold.
 	MaxPeakAmplification float64
-
-	// Metrics, when non-nil, receives load mode's live figures as the
-	// storm goes (see Metrics; --metrics-addr serves them).
-	Metrics *Metrics
 
 	// History, when non-nil, receives the storm's history as JSON Lines
 	// (see History and storm/README.md), streamed as the storm goes
