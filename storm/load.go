@@ -202,6 +202,7 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 		l.metrics.sending(1)
 		a, ok := l.send(ctx, actx, k, false)
 		l.metrics.sending(-1)
+		l.metrics.attempt(a.Class) // an interrupted attempt has no class: not counted, as not recorded
 		if cancel != nil {
 			cancel()
 		}
@@ -211,7 +212,6 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 		}
 		a.Copy, a.Attempt.Attempt = copyN, n+1
 		l.attempts.Add(1)
-		l.metrics.attempt(a.Class)
 		switch {
 		case a.Class == ClassInProgress:
 			l.conflicts.Add(1)
