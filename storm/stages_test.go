@@ -241,3 +241,37 @@ func TestStagesUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// Histories merged from generators with stages have no one schedule: the
+// merge keeps none, and each second's scheduled operations are those the
+// histories made.
+func TestStagesMergedHistories(t *testing.T) {
+	stages := []Stage{{time.Second, 10}, {time.Second, 10}}
+	sched := newSchedule(0, 0, stages)
+	var hs []*History
+	for range 2 {
+		h := &History{Header: Header{Version: HistoryVersion, Started: time.Unix(1000, 0), Settings: Settings{
+			Mode: modeLoad, Keys: sched.total(), Dups: 1, Timeout: time.Second, Duration: 2 * time.Second, Stages: stages,
+		}}, End: &End{Elapsed: 2 * time.Second}}
+		for i := range sched.total() {
+			key := newKey()
+			h.Operations = append(h.Operations, Operation{Op: i, Key: key, Scheduled: sched.due(i), Ended: sched.due(i) + time.Millisecond,
+				Attempts: []Attempt{{Op: i, Key: key, Attempt: 1, Sent: sched.due(i), Done: sched.due(i) + time.Millisecond,
+					Class: ClassOriginal, Status: 201}}})
+		}
+		hs = append(hs, h)
+	}
+	m, err := MergeHistories(hs...)
+	require.NoError(t, err)
+	require.Nil(t, m.Header.Settings.Stages)
+	rep, err := Check(m)
+	require.NoError(t, err)
+	var got []int
+	for _, s := range rep.Load.Timeline {
+		require.Equal(t, s.Operations, s.Scheduled)
+		require.Equal(t, s.Operations, s.Started)
+		got = append(got, s.Scheduled)
+	}
+	require.Equal(t, []int{10, 20}, got) // 5 and 10 from each
+	require.InDelta(t, 15.0, rep.Load.AchievedRate, 1e-9, "30 operations over the 2 s schedule")
+}
