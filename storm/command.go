@@ -33,7 +33,8 @@ and the verdict is a check over that record, key by key, by named rules:
                      have run too, is unproven: inconclusive, unless a count
                      decides it
   retries-not-final  a 5xx, 408, 425, 429 or 503 that storm retried is neither
-                     an execution nor a final answer
+                     an execution nor a final answer (a 5xx never is: idemkey
+                     releases the key, and the retry runs it)
   one-answer         every final answer has the same status and body
   no-lost-success    the late probe gets an identical replay
   liveness           a key without a final answer is inconclusive
@@ -43,9 +44,9 @@ the keys allow, inconclusive when a key is inconclusive (or the run was
 interrupted, or a count unreadable), pass otherwise.
 
 --count-url URL --count-field NAME[=N] (repeatable) reads side-effect counts
-before and after: each must grow by N (default 1) per key that ran, plus at
-most N per key without a final answer; exactly that proves the unproven keys
-ran once.
+before and after (--settle after the last attempt, when one lost its answer): each must grow by N (default 1) per key whose final answer
+was a 2xx or 3xx, plus at most N per other key sent (a 4xx, or no final
+answer); exactly that proves the unproven keys ran once.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.
@@ -66,6 +67,13 @@ and exactly-once goodput, latency percentiles and a per-second timeline;
 --report writes it as one HTML file. --max-p99, --max-amplification,
 --max-peak-amplification, --min-goodput and --min-exactly-once-goodput are
 thresholds: a broken one makes the exit status 1 whatever the verdict.
+--stages D:R[,D:R...] shapes the arrivals as k6's ramping-arrival-rate does:
+the rate moves linearly to R over each stage's D, from --rate (0 by default
+then), and the run lasts the sum of the stages; each second of the timeline
+has the operations "scheduled" in it beside those "started". --csv FILE
+writes the timeline as CSV, one row per second; --metrics-addr ADDR
+(loopback) serves the live figures at /metrics in the Prometheus text format
+while the storm runs, every name starting with idemkey_storm_.
 --keys, --concurrency and --retry are the burst mode's.
 
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
@@ -103,10 +111,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		countURL   = fs.String("count-url", "", "read side-effect counts (--count-field) from this JSON `URL` before and after the storm")
 		countField countFlag
 		history    = fs.String("history", "", "write every attempt to `file` as JSON Lines, streamed, for 'idemkey check'")
+		settle     = fs.Duration("settle", 0, "with --count-url: wait this long after the last attempt before reading the counts, when an attempt lost its answer, so that executions still running behind client timeouts are counted (default: the attempt timeout, --attempt-timeout or --timeout; 0 for none)")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
-		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration)")
+		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration; with --stages, the rate they start from, default 0)")
 		duration    = fs.Duration("duration", 0, "load mode: how long operations are scheduled (default 10s with --rate)")
 		maxInFlight = fs.Int("max-in-flight", defaultMaxInFlight, "load mode: attempts in flight at most; an operation that waits for a slot is late")
 		attemptTO   = fs.Duration("attempt-timeout", 0, "load mode: give up on one attempt after this long and retry it with the same key (default: none but --timeout)")
@@ -118,9 +127,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		minGoodput  = fs.Float64("min-goodput", 0, "load mode threshold: operations completed per second at least this")
 		minEOGood   = fs.Float64("min-exactly-once-goodput", 0, "load mode threshold: operations completed per second whose key passed, at least this")
 		maxPeakAmp  = fs.Float64("max-peak-amplification", 0, "load mode threshold: the highest amplification of one second at most this")
+		stages      = fs.String("stages", "", "load mode: ramp the arrival rate linearly to R over each stage `D:R[,D:R…]`, from --rate (default 0 with --stages); the run lasts their sum, e.g. 10s:100,30s:100,5s:0")
+		csvFile     = fs.String("csv", "", "load mode: write the timeline as CSV to `file`, one row per second (see storm/README.md)")
+		metricsAddr = fs.String("metrics-addr", "", "load mode: serve the live figures at http://`ADDR`/metrics in the Prometheus text format while the storm runs (loopback only, e.g. 127.0.0.1:9464)")
 	)
 	fs.Var(&countField, "count-field", "a count's member `NAME[=N]` in the --count-url JSON object (dots reach into nested objects), N the side effects each operation makes on it (default 1; 0 for none); repeatable")
-	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
+	const retryUsage = "retry 409, 408, 425, 429, 500, 502, 503, 504 and transport errors with the same key after Retry-After, until a final answer or --timeout"
 	fs.BoolVar(&retry, "retry", false, retryUsage)
 	fs.BoolVar(&retry, "retry-409", false, "the same as --retry")
 	fs.Var(&headers, "H", "extra request `header` \"Name: value\" (repeatable); {n} and {key} are replaced")
@@ -161,7 +173,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErr("--%s must be at least 1, got %d", c.name, c.v)
 		}
 	}
-	loadMode := set["rate"] || set["duration"]
+	loadMode := set["rate"] || set["duration"] || set["stages"]
 	if loadMode {
 		for _, name := range []string{"keys", "concurrency", "retry", "retry-409"} {
 			if set[name] {
@@ -176,6 +188,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	for _, name := range []string{"csv", "metrics-addr"} {
+		if set[name] && !loadMode {
+			return usageErr("--%s needs load mode: give --rate, --duration or --stages", name)
+		}
+	}
 	if int64(*keys)*int64(*dups) > maxRequests {
 		return usageErr("--keys x --dups must not exceed %d", maxRequests)
 	}
@@ -187,6 +204,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if (*countURL == "") != (len(countField) == 0) {
 		return usageErr("--count-url and --count-field go together")
+	}
+	if set["settle"] && *countURL == "" {
+		return usageErr("--settle needs --count-url: it is the wait before the counts are read")
+	}
+	if *settle < 0 {
+		return usageErr("--settle must not be negative, got %s", *settle)
 	}
 	if *countURL != "" {
 		if _, err := httpflag.ParseURL(*countURL); err != nil {
@@ -214,11 +237,19 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoProbe:     *noProbe,
 		CountURL:    *countURL,
 		Counts:      countField,
+		Settle:      *settle,
+	}
+	if set["settle"] && *settle == 0 {
+		cfg.Settle = -1 // none
 	}
 	if loadMode {
 		switch {
-		case set["rate"] && !(*rate > 0) || math.IsInf(*rate, 0):
+		case set["rate"] && !set["stages"] && !(*rate > 0) || math.IsInf(*rate, 0):
 			return usageErr("--rate must be a positive number, got %v", *rate)
+		case set["stages"] && (!(*rate >= 0) || math.IsInf(*rate, 0)):
+			return usageErr("--rate must be a number of 0 or more with --stages, got %v", *rate)
+		case set["stages"] && set["duration"]:
+			return usageErr("--stages and --duration are mutually exclusive: the run lasts the sum of the stages")
 		case set["duration"] && *duration <= 0:
 			return usageErr("--duration must be positive, got %s", *duration)
 		case *maxInFlight < 1:
@@ -236,6 +267,19 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErr("--backoff: %v", err)
 		}
 		cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout = *rate, *duration, *maxInFlight, *attemptTO
+		if set["stages"] {
+			st, err := ParseStages(*stages)
+			if err != nil {
+				return usageErr("--stages: %v", err)
+			}
+			cfg.Stages = st
+		}
+		if *metricsAddr != "" {
+			if _, err := checkMetricsAddr(*metricsAddr); err != nil {
+				return usageErr("--metrics-addr: %v", err)
+			}
+			cfg.Metrics = NewMetrics()
+		}
 		cfg.Retries = *retries
 		if cfg.Retries == 0 {
 			cfg.Retries = -1
@@ -257,6 +301,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if _, _, err := normalize(cfg); err != nil {
 		return usageErr("%v", err)
+	}
+	if cfg.Metrics != nil {
+		stop, err := serveMetrics(*metricsAddr, cfg.Metrics, stderr)
+		if err != nil {
+			return usageErr("--metrics-addr: %v", err)
+		}
+		defer stop()
 	}
 	var historyFile *os.File
 	if *history != "" {
@@ -304,6 +355,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *reportFile != "" {
 		if err := rep.WriteHTMLFile(*reportFile); err != nil {
 			fmt.Fprintf(stderr, "idemkey storm: --report: %v\n", err)
+			return 2
+		}
+	}
+	if *csvFile != "" {
+		if err := rep.writeCSVFile(*csvFile); err != nil {
+			fmt.Fprintf(stderr, "idemkey storm: --csv: %v\n", err)
 			return 2
 		}
 	}

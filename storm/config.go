@@ -86,8 +86,9 @@ type Config struct {
 	// response body, and with Retry the waits between them; 0 means 10s.
 	Timeout time.Duration
 	// Retry makes a worker ask again, with the same key, after an answer
-	// that is not final (409, 408, 425, 429, 503 without the replay
-	// header, or a transport error), after its Retry-After, until a final
+	// that is not final (409, 408, 425, 429, 503, and 500, 502, 504 as
+	// idemclient retries them, without the replay header, or a transport
+	// error), after its Retry-After, until a final
 	// answer arrives or Timeout runs out. The late probe retries the same
 	// way. Load mode has its own retries (Retries, Policy) and always
 	// retries its late probe like this.
@@ -100,8 +101,9 @@ type Config struct {
 	// CountURL, when set, is read with GET before and after the storm; the
 	// JSON numbers at CountField and Counts in its answer count the side
 	// effects the server made. The storm fails unless each grew by its
-	// Want times the keys that ran, plus at most Want per key sent without
-	// a final answer (whose answers were lost, not necessarily its run);
+	// Want times the keys whose final answer was a 2xx or 3xx, plus at
+	// most Want per other key sent (a 4xx, or no final answer: its answers
+	// were lost, not necessarily its run);
 	// a count that grew by exactly the least proves that the unproven keys
 	// ran once. The request carries no storm headers.
 	CountURL string
@@ -138,12 +140,23 @@ type Config struct {
 	// operations are started per second, on a fixed schedule that does not
 	// wait for the server (open loop). Each operation has a key of its own
 	// and is sent Dups times at once. Keys and Concurrency are the burst
-	// mode's and are ignored. 0 in load mode means 100.
+	// mode's and are ignored. 0 in load mode means 100, or 0 with Stages
+	// (the rate their ramp starts from).
 	Rate float64
 	// Duration, when positive, selects load mode: operations are scheduled
 	// for Duration, Rate*Duration of them (rounded up), and the run lasts
-	// until the last one has ended. 0 in load mode means 10s.
+	// until the last one has ended. 0 in load mode means 10s, or the sum of
+	// the Stages.
 	Duration time.Duration
+	// Stages, when given, select load mode and shape its arrival rate: it
+	// ramps linearly from Rate (0 by default with stages) to each stage's
+	// rate over the stage's duration (see Stage), and the schedule lasts
+	// the sum of the stages, which Duration must then be 0 or equal. At
+	// most 1000 stages.
+	Stages []Stage
+	// Metrics, when non-nil, receives load mode's live figures as the
+	// storm goes (see Metrics; --metrics-addr serves them).
+	Metrics *Metrics
 	// MaxInFlight bounds the attempts in flight at once in load mode. An
 	// operation whose first attempt has to wait for a slot is late; its
 	// latency still counts from its scheduled start. 0 means 1000.
@@ -185,6 +198,15 @@ type Config struct {
 	// amplification of one second of the timeline. 0: no threshold.
 	MaxPeakAmplification float64
 
+	// Settle is how long the storm waits after its last attempt (the late
+	// probe's included) before reading the counts after it (CountURL), so
+	// that executions still running on the server behind the client's
+	// timeouts are counted. It is waited only when an attempt lost its
+	// answer (a timeout or a transport error): otherwise every execution
+	// had answered. 0 means the attempt timeout (AttemptTimeout in load
+	// mode when set, else Timeout); a negative value, none.
+	Settle time.Duration
+
 	// History, when non-nil, receives the storm's history as JSON Lines
 	// (see History and storm/README.md), streamed as the storm goes
 	// through a buffer of fixed size. Run writes to it from several
@@ -214,8 +236,12 @@ func (cfg Config) settings() Settings {
 		Timeout: cfg.Timeout, Retry: cfg.Retry, MaxRetries: cfg.MaxRetries, Probe: !cfg.NoProbe,
 		CountURL: redactURL(cfg.CountURL), Counts: cfg.counts(), MaxFailures: cfg.MaxFailures,
 	}
+	if len(s.Counts) > 0 {
+		s.Settle = cfg.Settle
+	}
 	if cfg.loadMode() {
 		s.Mode, s.Rate, s.Duration, s.MaxInFlight, s.AttemptTimeout = modeLoad, cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout
+		s.Stages = cfg.Stages
 		s.Retries, s.BaseDelay, s.MaxDelay = cfg.Retries, cfg.Policy.BaseDelay, cfg.Policy.MaxDelay
 		s.MaxP99, s.MaxAmplification, s.MinGoodput = cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput
 		s.MinExactlyOnceGoodput, s.MaxPeakAmplification = cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification
@@ -224,12 +250,13 @@ func (cfg Config) settings() Settings {
 }
 
 // loadMode reports whether cfg selects load mode.
-func (cfg Config) loadMode() bool { return cfg.Rate > 0 || cfg.Duration > 0 }
+func (cfg Config) loadMode() bool { return cfg.Rate > 0 || cfg.Duration > 0 || len(cfg.Stages) > 0 }
 
 // operations returns the number of operations load mode schedules.
-func (cfg Config) operations() int {
-	return int(math.Ceil(cfg.Rate*cfg.Duration.Seconds() - 1e-9))
-}
+func (cfg Config) operations() int { return cfg.schedule().total() }
+
+// schedule returns load mode's arrival schedule.
+func (cfg Config) schedule() schedule { return newSchedule(cfg.Rate, cfg.Duration, cfg.Stages) }
 
 // connections returns the keep-alive connections the storm's transport
 // keeps: one per worker, or per attempt in flight.
@@ -302,6 +329,14 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 	if cfg.MaxFailures == 0 {
 		cfg.MaxFailures = defaultMaxFailures
 	}
+	switch {
+	case cfg.Settle < 0:
+		cfg.Settle = 0
+	case cfg.Settle == 0 && cfg.AttemptTimeout > 0:
+		cfg.Settle = cfg.AttemptTimeout
+	case cfg.Settle == 0:
+		cfg.Settle = cfg.Timeout
+	}
 	if err := checkHeader(cfg.Header); err != nil {
 		return bad("%v", err)
 	}
@@ -366,7 +401,13 @@ func normalizeLoad(cfg *Config) error {
 		math.IsNaN(cfg.MinExactlyOnceGoodput) || math.IsNaN(cfg.MaxPeakAmplification):
 		return fmt.Errorf("thresholds must not be negative")
 	}
-	if cfg.Rate == 0 {
+	if len(cfg.Stages) > 0 {
+		if err := checkStages(cfg); err != nil {
+			return err
+		}
+		cfg.Duration, _ = stagesDuration(cfg.Stages)
+	}
+	if cfg.Rate == 0 && len(cfg.Stages) == 0 {
 		cfg.Rate = defaultRate
 	}
 	if cfg.Duration == 0 {
@@ -384,7 +425,7 @@ func normalizeLoad(cfg *Config) error {
 	if cfg.Dups == 0 {
 		cfg.Dups = 1
 	}
-	if n := cfg.Rate * cfg.Duration.Seconds(); n > maxOperations {
+	if n := cfg.schedule().arrivals(); n > maxOperations {
 		return fmt.Errorf("rate x duration must not exceed %d operations", maxOperations)
 	}
 	if cfg.operations() < 1 {

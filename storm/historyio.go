@@ -203,6 +203,7 @@ func appendEnd(b []byte, e *End) []byte {
 func appendCounts(b []byte, counts map[string]CountReading, fields []CountSpec) []byte {
 	b = append(b, `{"counts":{`...)
 	first := true
+	var at time.Duration // one GET read them all
 	for _, f := range fields {
 		c, ok := counts[f.Field]
 		if !ok {
@@ -224,8 +225,14 @@ func appendCounts(b []byte, counts map[string]CountReading, fields []CountSpec) 
 			b = appendJSONString(b, c.Error)
 		}
 		b = append(b, '}')
+		at = max(at, c.At)
 	}
-	return append(b, "}}"...)
+	b = append(b, '}')
+	if at > 0 {
+		b = append(b, `,"read_ns":`...)
+		b = strconv.AppendInt(b, int64(at), 10)
+	}
+	return append(b, '}')
 }
 
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes
@@ -293,6 +300,7 @@ type settingsJSON struct {
 	Retries               int             `json:"retries,omitempty"`
 	BackoffMinNS          int64           `json:"backoff_min_ns,omitempty"`
 	BackoffMaxNS          int64           `json:"backoff_max_ns,omitempty"`
+	Stages                []stageJSON     `json:"stages,omitempty"`
 	CountURL              string          `json:"count_url,omitempty"`
 	Counts                []countSpecJSON `json:"counts,omitempty"`
 	MaxP99NS              int64           `json:"max_p99_ns,omitempty"`
@@ -301,6 +309,7 @@ type settingsJSON struct {
 	MinExactlyOnceGoodput float64         `json:"min_exactly_once_goodput,omitempty"`
 	MaxPeakAmplification  float64         `json:"max_peak_amplification,omitempty"`
 	MaxFailures           int             `json:"max_failures"`
+	SettleNS              int64           `json:"settle_ns,omitempty"`
 }
 
 type countSpecJSON struct {
@@ -319,10 +328,13 @@ func headerJSONOf(h *Header) headerJSON {
 			Retries: s.Retries, BackoffMinNS: int64(s.BaseDelay), BackoffMaxNS: int64(s.MaxDelay), CountURL: s.CountURL,
 			MaxP99NS: int64(s.MaxP99), MaxAmplification: s.MaxAmplification, MinGoodput: s.MinGoodput,
 			MinExactlyOnceGoodput: s.MinExactlyOnceGoodput, MaxPeakAmplification: s.MaxPeakAmplification,
-			MaxFailures: s.MaxFailures,
+			MaxFailures: s.MaxFailures, SettleNS: int64(s.Settle),
 		}}
 	for _, c := range s.Counts {
 		j.Config.Counts = append(j.Config.Counts, countSpecJSON(c))
+	}
+	for _, st := range s.Stages {
+		j.Config.Stages = append(j.Config.Stages, stageJSON{DurationNS: int64(st.Duration), Rate: st.Rate})
 	}
 	return j
 }
@@ -337,10 +349,13 @@ func (j *headerJSON) header() Header {
 		BaseDelay: time.Duration(c.BackoffMinNS), MaxDelay: time.Duration(c.BackoffMaxNS), CountURL: c.CountURL,
 		MaxP99: time.Duration(c.MaxP99NS), MaxAmplification: c.MaxAmplification, MinGoodput: c.MinGoodput,
 		MinExactlyOnceGoodput: c.MinExactlyOnceGoodput, MaxPeakAmplification: c.MaxPeakAmplification,
-		MaxFailures: c.MaxFailures,
+		MaxFailures: c.MaxFailures, Settle: time.Duration(c.SettleNS),
 	}}
 	for _, cs := range c.Counts {
 		h.Settings.Counts = append(h.Settings.Counts, CountSpec(cs))
+	}
+	for _, st := range c.Stages {
+		h.Settings.Stages = append(h.Settings.Stages, Stage{Duration: time.Duration(st.DurationNS), Rate: st.Rate})
 	}
 	return h
 }

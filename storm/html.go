@@ -163,8 +163,8 @@ func (r *Report) htmlView() htmlView {
 	if len(r.BrokenThresholds()) > 0 {
 		v.Why += "; thresholds broken"
 	}
-	v.Setup = fmt.Sprintf("%s operations/s for %s (%d scheduled) × %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d",
-		fmtFloat(ld.Rate), ld.Duration, ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout), r.Timeout, ld.MaxRetries)
+	v.Setup = fmt.Sprintf("%s (%d scheduled) × %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d",
+		loadShape(ld.Rate, ld.Duration, ld.Stages), ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout), r.Timeout, ld.MaxRetries)
 	o := ld.Operations
 	lat := func(l Latency) string {
 		return fmt.Sprintf("p50 %s · p90 %s · p99 %s · max %s", fmtDuration(l.P50), fmtDuration(l.P90), fmtDuration(l.P99), fmtDuration(l.Max))
@@ -318,7 +318,7 @@ func latencyChart(secs []Second) chart {
 }
 
 func amplificationChart(secs []Second) chart {
-	c := chart{ID: "amplification", Title: "Amplification: attempts sent per operation scheduled, each second", Unit: "×"}
+	c := chart{ID: "amplification", Title: "Amplification: attempts of the operations scheduled each second, per operation", Unit: "×"}
 	top := 1.0
 	for _, s := range secs {
 		if a, ok := s.Amplification(); ok {

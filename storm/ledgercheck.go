@@ -87,6 +87,10 @@ type ScheduleReport struct {
 	Executions int
 	// Refused is the number of executions whose refusal the ledger records.
 	Refused int
+	// Malformed is the number of ledger lines without a usable key (see
+	// ReadLedger), left out: a ledger with any cannot vouch for the
+	// history, and the report is not OK.
+	Malformed int
 	// Duplicates is the number of keys executed more than once.
 	Duplicates int
 	// Announced is the number of those whose every execution but the last
@@ -114,11 +118,15 @@ func (r *ScheduleReport) Unannounced() int {
 	for _, c := range r.Counts {
 		n += c
 	}
-	return n - r.announcedViolations
+	return n - r.announcedViolations + r.Malformed
 }
 
-// OK reports whether no property was broken.
+// OK reports whether no property was broken and the ledger had no
+// malformed line.
 func (r *ScheduleReport) OK() bool {
+	if r.Malformed > 0 {
+		return false
+	}
 	for _, n := range r.Counts {
 		if n > 0 {
 			return false
@@ -133,6 +141,9 @@ func (r *ScheduleReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d operations, %d executions (%d refused), %d keys executed more than once (%d announced: outcome reported not stored)\n",
 		r.Operations, r.Executions, r.Refused, r.Duplicates, r.Announced)
+	if r.Malformed > 0 {
+		fmt.Fprintf(&b, "  the ledger has %d malformed lines (no usable key): it cannot vouch for the history\n", r.Malformed)
+	}
 	for _, p := range Properties {
 		verdict := "ok"
 		if n := r.Counts[p]; n > 0 {
@@ -170,11 +181,15 @@ type Execution struct {
 // Executions merges a ledger's lines into executions, by key, each key's
 // in order of start (then id). The lines of one execution may come in any
 // order: a service typically writes the effect when it happens and the
-// refusal of its completion later.
+// refusal of its completion later. Malformed lines (no usable key, see
+// ReadLedger) are left out.
 func Executions(ledger []Effect) map[string][]Execution {
 	byKey := map[string][]Execution{}
 	index := map[[2]string]int{}
 	for n, e := range ledger {
+		if malformedEffect(e) {
+			continue
+		}
 		id := e.Execution
 		if id == "" {
 			id = "#" + strconv.Itoa(n+1)
@@ -245,6 +260,11 @@ func CheckSchedule(h *History, opts ScheduleOptions) (*ScheduleReport, error) {
 		}
 	}
 
+	for _, e := range h.Ledger {
+		if malformedEffect(e) {
+			r.Malformed++
+		}
+	}
 	execs := Executions(h.Ledger)
 	effective := make(map[string]int, len(execs))
 	keys := make([]string, 0, len(execs))

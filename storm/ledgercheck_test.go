@@ -199,3 +199,14 @@ func TestCheckScheduleAnnouncedOverlap(t *testing.T) {
 	require.Equal(t, 1, r.Counts[PropLeases])
 	require.Equal(t, 0, r.Unannounced())
 }
+
+func TestCheckScheduleMalformedLedgerIsNotOK(t *testing.T) {
+	h := burst([]Attempt{att(ClassOriginal, 201, "a", 0, 10)})
+	h.Ledger = []Effect{run("key-0", "x1", 1, 1, 5), {}}
+	r := scheduleOf(t, h, ScheduleOptions{})
+	require.Equal(t, 1, r.Malformed)
+	require.False(t, r.OK())
+	require.Equal(t, 1, r.Unannounced())
+	require.Equal(t, 1, r.Executions)
+	require.Contains(t, r.String(), "malformed")
+}

@@ -19,8 +19,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "idemkey storm: %s %s\n", r.Method, r.URL)
 	if ld := r.Load; ld != nil {
-		fmt.Fprintf(&b, "  load: %s operations/s for %s (%d scheduled) x %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d, backoff %s,%s, probe %s",
-			fmtFloat(ld.Rate), ld.Duration, ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout),
+		fmt.Fprintf(&b, "  load: %s (%d scheduled) x %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d, backoff %s,%s, probe %s",
+			loadShape(ld.Rate, ld.Duration, ld.Stages), ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout),
 			r.Timeout, ld.MaxRetries, orDefault(ld.BaseDelay, "100ms"), orDefault(ld.MaxDelay, "10s"), onOff(r.Probe.Enabled))
 	} else {
 		fmt.Fprintf(&b, "  %d keys x %d dups, concurrency %d, timeout %s, retry %s, probe %s",
@@ -82,7 +82,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		row("count", "%s", r.countNote())
 	}
 	if l := r.Ledger; l != nil {
-		row("ledger", "%d side effects for %d keys (%d of them not the history's)", l.Effects, l.Keys, l.OtherKeys)
+		s := fmt.Sprintf("%d side effects for %d keys (%d of them not the history's)", l.Effects, l.Keys, l.OtherKeys)
+		if l.Malformed > 0 {
+			s += fmt.Sprintf(", %d malformed", l.Malformed)
+		}
+		row("ledger", "%s", s)
 	}
 	keys := fmt.Sprintf("%d passed, %d failed, %d inconclusive", r.KeysPassed, r.KeysFailed, r.KeysInconclusive)
 	if r.KeysUnproven > 0 {
@@ -123,7 +127,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "thresholds: BROKEN (%s)\n", strings.Join(parts, "; "))
 	}
 	if r.Load != nil && len(r.Load.Timeline) > 0 {
-		b.WriteString("\ntimeline (attempts by the second they were sent; operations and latency by the second they were scheduled)\n")
+		b.WriteString("\ntimeline (attempts by the second they were sent; operations, amplification and latency by the second they were scheduled)\n")
 		writeTimeline(&b, r.Load.Timeline)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -90,8 +90,9 @@ type runner struct {
 // error wrapping ErrInvalidConfig, and no report, when cfg is invalid, and
 // an error wrapping ErrCount, and no report, when CountURL cannot be read
 // before the storm. When ctx is cancelled before the storm completes, Run
-// stops sending, waits for the requests in flight to be abandoned and
-// returns the partial report, marked Interrupted, together with ctx.Err();
+// stops sending, abandons the requests in flight (recorded as transport
+// errors whose Error is "interrupted": they were sent, and may have run)
+// and returns the partial report, marked Interrupted, together with ctx.Err();
 // the probe and the second count read are skipped then. When
 // Config.History cannot be written, Run still runs the storm and returns
 // its report, with an error wrapping ErrHistory. Run is safe for
@@ -181,6 +182,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		end.Error = l.err.Error()
 	}
 	if readings != nil && !interrupted && end.Error == "" {
+		if !r.settle(ctx, keys) {
+			interrupted = true
+			end.Interrupted = true
+		}
+	}
+	if readings != nil && !interrupted && end.Error == "" {
+		at := time.Since(start)
 		after, errs := r.readCountsAfter(ctx, counts)
 		for _, c := range counts {
 			rd := readings[c.Field]
@@ -189,6 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			} else {
 				rd.After, rd.Read = after[c.Field], true
 			}
+			rd.At = at
 			readings[c.Field] = rd
 		}
 	}
@@ -423,10 +432,11 @@ func (r *runner) request(ctx context.Context, k *keyRun, copyN int, probe bool) 
 			r.record(k, &prev.Attempt, true)
 		}
 		a, ok := r.send(ctx, rctx, k, probe)
+		a.Copy, a.Attempt.Attempt = copyN, n+1
 		if !ok {
+			r.record(k, &a.Attempt, false) // interrupted in flight
 			return false
 		}
-		a.Copy, a.Attempt.Attempt = copyN, n+1
 		if !probe {
 			r.attempts.Add(1)
 		}
