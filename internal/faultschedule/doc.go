@@ -15,10 +15,16 @@
 // faults and the mismatch probes sent after the storm are then judged by
 // storm.CheckSchedule.
 //
-// The instances live in this process: a kill -9 is emulated by freezing
-// the instance's handlers where they are, cutting its connections to
-// Redis and to its clients, and starting a fresh instance in its place; a
-// SIGSTOP by freezing its handlers and its connections to Redis until it
-// is continued. Schedules are random from a seed (Random), printed by the
-// tests; IDEMKEY_SEED=N replays one.
+// The instances live in this process by default: a kill -9 is then
+// emulated by freezing the instance's handlers where they are, cutting its
+// connections to Redis and to its clients, and starting a fresh instance
+// in its place; a SIGSTOP by freezing its handlers and its connections to
+// Redis until it is continued; both wait until every run in flight is
+// before its side effect. With Config.Processes each instance is a
+// process of its own (this package's test binary started again, see
+// ChildMain), and a pause is a real SIGSTOP and SIGCONT, a kill a real
+// SIGKILL, wherever the instance is. Schedules are random from a seed
+// (Random), printed by the tests; IDEMKEY_SEED=N replays one. The toy
+// guard (Toy) and its planted bugs are the controls the checker must
+// catch. docs/reliability.md has the method and the measured table.
 package faultschedule
