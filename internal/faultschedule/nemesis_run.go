@@ -2,7 +2,9 @@ package faultschedule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -18,14 +20,41 @@ type nemesis struct {
 
 	mu     sync.Mutex
 	events []string
+	lines  []faultLine
 	healed time.Time
 	start  time.Time
+}
+
+// faultLine is one line of the faults file: what the nemesis did, when
+// (nanoseconds from the storm's start, the history's clock).
+type faultLine struct {
+	AtNS  int64  `json:"at_ns"`
+	Event string `json:"event"`
 }
 
 func (n *nemesis) logf(format string, args ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.events = append(n.events, fmt.Sprintf("%8v ", time.Since(n.start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+	at := time.Since(n.start)
+	msg := fmt.Sprintf(format, args...)
+	n.events = append(n.events, fmt.Sprintf("%8v ", at.Round(time.Millisecond))+msg)
+	n.lines = append(n.lines, faultLine{AtNS: int64(at), Event: msg})
+}
+
+// write writes the faults file: JSON Lines, one per fault applied or
+// healed, with its time.
+func (n *nemesis) write(path string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var b []byte
+	for _, l := range n.lines {
+		line, err := json.Marshal(l)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 func (n *nemesis) log() []string {

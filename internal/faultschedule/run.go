@@ -81,8 +81,10 @@ type Result struct {
 	Storm *storm.Report
 	// Applied lists the faults as applied, with their times.
 	Applied []string
-	// HistoryPath and LedgerPath are the files.
-	HistoryPath, LedgerPath string
+	// HistoryPath, LedgerPath and FaultsPath are the files; the faults
+	// file has a JSON line per fault applied or healed, {"at_ns", "event"},
+	// its time on the history's clock (from the storm's start).
+	HistoryPath, LedgerPath, FaultsPath string
 }
 
 // instance is one service instance and its way to Redis.
@@ -311,6 +313,10 @@ func Run(t testing.TB, cfg Config) *Result {
 		t.Fatal(err)
 	}
 
+	faultsPath := filepath.Join(cfg.Dir, "faults.jsonl")
+	if err := nem.write(faultsPath); err != nil {
+		t.Fatal(err)
+	}
 	foreign := c.mismatchProbes(rep, histPath)
 	if err := ledger.Close(); err != nil {
 		t.Fatal(err)
@@ -332,7 +338,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Result{History: h, Report: sr, Storm: rep, Applied: nem.log(), HistoryPath: histPath, LedgerPath: ledger.Path()}
+	return &Result{History: h, Report: sr, Storm: rep, Applied: nem.log(), HistoryPath: histPath, LedgerPath: ledger.Path(), FaultsPath: faultsPath}
 }
 
 func readHistory(t testing.TB, path string) *storm.History {

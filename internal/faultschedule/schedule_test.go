@@ -100,7 +100,7 @@ func runSchedule(t *testing.T, m mode, seed uint64, faults int, kinds []Kind, du
 		Processes:      m.processes,
 	})
 	t.Logf("faults:\n  %s", strings.Join(r.Applied, "\n  "))
-	t.Logf("checker (history %s, ledger %s):\n%s", r.HistoryPath, r.LedgerPath, r.Report)
+	t.Logf("checker (history %s, ledger %s, faults %s):\n%s", r.HistoryPath, r.LedgerPath, r.FaultsPath, r.Report)
 	return r
 }
 
