@@ -103,6 +103,11 @@ func (n *nemesis) run(ctx context.Context, start time.Time, s Schedule) {
 	}
 }
 
+// busyWithin bounds how long a pause or a kill waits for a slow run to
+// catch: slow runs come every tenth operation, so it takes a fraction of
+// a second at the schedules' rates.
+const busyWithin = 2 * time.Second
+
 // busy waits (a bounded poll) until the instance (in this process) has a
 // slow run in its sleep, so that a kill or a pause catches a run before
 // its effect.
@@ -155,7 +160,7 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 			n.logf("healed: SIGCONT %s", in.name)
 			return
 		}
-		busy(ctx, in, time.Second)
+		busy(ctx, in, busyWithin)
 		n.logf("pause %s (%d handlers running, %d before their effect)", in.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
 		in.svc.gate.freeze()
 		in.svc.settle(5 * time.Second)
@@ -172,7 +177,7 @@ func (n *nemesis) apply(ctx context.Context, f Fault) {
 			n.logf("kill -9 %s", in.name)
 			in.child.kill()
 		} else {
-			busy(ctx, in, time.Second)
+			busy(ctx, in, busyWithin)
 			n.logf("kill %s (%d handlers running, %d before their effect)", in.name, in.svc.inFlight.Load(), in.svc.sleeping.Load())
 			in.svc.gate.freeze()
 			in.svc.settle(5 * time.Second)

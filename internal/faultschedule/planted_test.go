@@ -26,8 +26,11 @@ var controlSchedule = Schedule{
 
 func runControl(t *testing.T, g Guard) *Result {
 	t.Helper()
+	// A liveness bound of three times lease + Retry-After + backoff, not
+	// four: the claim without TTL holds its key for ever whatever the
+	// bound, and each operation stays until the bound has passed.
 	r := Run(t, Config{Guard: g, Lease: controlLease, Slow: controlSlow, Rate: 80, Duration: 3 * time.Second, Dups: 2,
-		Schedule: controlSchedule})
+		Schedule: controlSchedule, Bound: 3 * (controlLease + time.Second + 500*time.Millisecond)})
 	t.Logf("faults:\n  %s", strings.Join(r.Applied, "\n  "))
 	t.Logf("checker over %s and %s:\n%s", r.HistoryPath, r.LedgerPath, r.Report)
 	return r

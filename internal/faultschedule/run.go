@@ -277,7 +277,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		Dups:           cfg.Dups,
 		AttemptTimeout: cfg.AttemptTimeout,
 		Retries:        30,
-		Timeout:        cfg.Schedule.Heals() + cfg.Bound + 2*time.Second, // every operation is judged by liveness before it gives up
+		Timeout:        cfg.Schedule.Heals() + cfg.Bound + slack(cfg.Schedule), // every operation is judged by liveness before it gives up
 		Policy:         idemclient.Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxRetryAfter: time.Second},
 		MaxInFlight:    500,
 		Client:         &http.Client{Transport: c, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -339,6 +339,22 @@ func Run(t testing.TB, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	return &Result{History: h, Report: sr, Storm: rep, Applied: nem.log(), HistoryPath: histPath, LedgerPath: ledger.Path(), FaultsPath: faultsPath}
+}
+
+// slack is how much later than planned a schedule may heal: a pause or a
+// kill waits up to busyWithin for a run to catch, a failover or a restart
+// takes what it takes; and two seconds more.
+func slack(s Schedule) time.Duration {
+	d := 2 * time.Second
+	for _, f := range s {
+		switch f.Kind {
+		case Pause, Kill:
+			d += busyWithin
+		case Failover, RestartRedis:
+			d += 5 * time.Second
+		}
+	}
+	return d
 }
 
 func readHistory(t testing.TB, path string) *storm.History {
