@@ -29,7 +29,11 @@
 // stopped by Options.Shutdown, the store's MaxDuration or a lost lease
 // without an outcome keeps its record, whatever it then returns or throws
 // (a panic too), and the retry takes it over as the next attempt (Attempt,
-// RecoveryPoint).
+// RecoveryPoint). A run that lost its lease (paused past it) while another
+// attempt took the key over cannot store its outcome (it is fenced), and
+// its caller does not get it either: it gets Aborted REQUEST_IN_PROGRESS
+// with a RetryInfo, as a duplicate in progress does, so that its retry
+// gets the key's one outcome.
 //
 // Replaying needs the response's type: the stored outcome records the
 // message's full name, and a replay resolves it in Options.Types

@@ -51,6 +51,7 @@ var paymentsDesc = grpc.ServiceDesc{
 // default options on a fresh redis-server and a plain client.
 type setup struct {
 	redis  *redistest.Server // default: a fresh one
+	hook   redis.Hook        // added to the store's client; nil for none
 	store  redisstore.Options
 	server grpcmw.Options
 	outer  []grpc.UnaryServerInterceptor // run before (outside) the idempotency interceptor
@@ -74,6 +75,9 @@ func start(t *testing.T, h handler, s setup) *harness {
 		s.redis = redistest.Start(t)
 	}
 	rdb := s.redis.Client(t)
+	if s.hook != nil {
+		rdb.AddHook(s.hook)
+	}
 	if s.store.Lease == 0 {
 		s.store.Lease = 2 * time.Second
 	}

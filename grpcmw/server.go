@@ -300,7 +300,9 @@ func (g *guard) run(c *call, l *redisstore.Lease, req any, handler grpc.UnaryHan
 	resp, err = handler(ctx, req)
 	returned = true
 	stop()
-	g.finish(c, l, ctx, rec, started, resp, err, false)
+	if fenced := g.finish(c, l, ctx, rec, started, resp, err, false); fenced != nil {
+		return nil, fenced
+	}
 	return resp, err
 }
 
@@ -309,7 +311,11 @@ func (g *guard) run(c *call, l *redisstore.Lease, req any, handler grpc.UnaryHan
 // (its context cancelled: shutdown, MaxDuration, a lost lease), whether it
 // then returned or panicked, interrupts it, so that the retry takes the
 // record over as the next attempt.
-func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *recorder, started time.Time, resp any, err error, panicked bool) {
+//
+// It returns the answer that replaces the run's own when its outcome was
+// fenced (another attempt took the key over and its outcome is the key's),
+// else nil.
+func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *recorder, started time.Time, resp any, err error, panicked bool) (fenced error) {
 	// The side effect has happened: storing its outcome is worth waiting for
 	// up to the lease (no one else may take the key over before it ends).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), max(g.o.Timeout, g.lease))
@@ -340,8 +346,16 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *
 		case errors.Is(werr, redisstore.ErrVanished):
 			kind = observe.NotStored // the store logs it, once per cause per minute
 		case errors.Is(werr, redisstore.ErrLeaseLost):
+			// Another attempt owns the key: its outcome (stored, or to
+			// come) is the key's one answer, so this run's must not reach
+			// its caller, who would then hold an answer no retry gives.
+			// The caller hears what a duplicate hears while the key is in
+			// progress, and its retry with the key gets the key's answer.
 			kind = observe.Fenced
-			g.o.Logger.Warn("grpcmw: outcome not stored: the lease was lost (another attempt took the key over while this one ran)", "code", code, "attempt", l.Attempt)
+			g.o.Logger.Warn("grpcmw: outcome not stored: the lease was lost (another attempt took the key over while this one ran); "+
+				"the caller is told the call is in progress, so that its retry gets the key's outcome", "code", code, "attempt", l.Attempt)
+			fenced = answer(c.ctx, codes.Aborted, ReasonInProgress,
+				"idemkey: another attempt took this idempotency key over while this call ran, so its outcome is the key's; retry after the RetryInfo delay with the same key to get it", g.o.RetryAfter)
 		default:
 			kind = observe.NotStored
 			g.o.Logger.Error("grpcmw: outcome may not be stored (Redis did not confirm it): a retry gets the replay if the write landed, "+
@@ -358,6 +372,7 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, rec *
 	g.observe(c, kind, func(e *observe.Event) {
 		e.Attempt, e.Status, e.Held, e.Err = l.Attempt, int(code), time.Since(started), werr
 	})
+	return fenced
 }
 
 // observe reports a decision to the store's observer, if any; a panicking
