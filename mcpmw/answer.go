@@ -117,14 +117,14 @@ func rpcError(code int64, reason, msg string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: code, Message: "idemkey: " + msg, Data: data}
 }
 
-// retryLater builds the middleware's own tool error for a call that did not
-// run and is to be sent again, with the same key, after retryAfter: the
-// model reads the text, a client (NewClient) the _meta.
+// retryLater builds the middleware's own tool error for a call to be sent
+// again, with the same key, after retryAfter (msg says whether anything
+// ran): the model reads the text, a client (NewClient) the _meta.
 func retryLater(reason, msg string, retryAfter time.Duration) *mcp.CallToolResult {
 	ms := int64((retryAfter + time.Millisecond - 1) / time.Millisecond)
 	return &mcp.CallToolResult{
 		Meta:    mcp.Meta{MetaReason: reason, MetaRetryAfter: ms},
-		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("idemkey: %s; nothing ran for this call: retry in %d ms with the same idempotency key", msg, ms)}},
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("idemkey: %s: retry in %d ms with the same idempotency key", msg, ms)}},
 		IsError: true,
 	}
 }

@@ -55,6 +55,11 @@
 //     error, an isError result or a panic keeps its record with only its
 //     lease ended, as in Store.Do and the HTTP middleware: the retry takes
 //     it over as attempt 2, with the last Checkpoint as its RecoveryPoint.
+//   - A run that lost its lease (paused past it) while another attempt
+//     took the key over cannot store its result (it is fenced), and its
+//     caller does not get it either: it gets the REQUEST_IN_PROGRESS tool
+//     error with _meta.retryAfterMs, as a duplicate in progress does, so
+//     that its retry gets the key's one result.
 //
 // The tool runs on a context detached from the caller's cancellation (an
 // agent that times out does not stop the run, and its retry gets the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/internal/redistest"
@@ -59,6 +60,7 @@ type emailFunc func(ctx context.Context, req *mcp.CallToolRequest, in emailIn) (
 // annotated read-only, on a fresh redis-server.
 type setup struct {
 	redis  *redistest.Server // default: a fresh one
+	hook   redis.Hook        // added to the store's client; nil for none
 	store  redisstore.Options
 	server mcpmw.Options
 	email  emailFunc            // default: h.send
@@ -113,7 +115,11 @@ func start(t testing.TB, tr transport, s setup) *harness {
 			return "client:" + req.Session.InitializeParams().ClientInfo.Name, nil
 		}
 	}
-	store, err := redisstore.New(s.redis.Client(t), s.store)
+	rdb := s.redis.Client(t)
+	if s.hook != nil {
+		rdb.AddHook(s.hook)
+	}
+	store, err := redisstore.New(rdb, s.store)
 	require.NoError(t, err)
 	h := &harness{t: t, tr: tr, redis: s.redis, store: store, client: s.client, http: s.http, raw: &rawLog{}}
 	if h.http == nil {

@@ -62,7 +62,9 @@ func (g *guard) run(c *call, l *redisstore.Lease, next mcp.MethodHandler, req *m
 	res, err = next(ctx, methodCallTool, req)
 	returned = true
 	stop()
-	g.finish(c, l, ctx, started, res, err, false)
+	if fenced := g.finish(c, l, ctx, started, res, err, false); fenced != nil {
+		return fenced, nil
+	}
 	return res, err
 }
 
@@ -72,7 +74,11 @@ func (g *guard) run(c *call, l *redisstore.Lease, next mcp.MethodHandler, req *m
 // a run whose context was cut off and that ended without a result, or with
 // an error of any kind, interrupts it, so that the retry takes the record
 // over as the next attempt.
-func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, started time.Time, res mcp.Result, err error, panicked bool) {
+//
+// It returns the answer that replaces the run's own when its result was
+// fenced (another attempt took the key over and its result is the key's),
+// else nil.
+func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, started time.Time, res mcp.Result, err error, panicked bool) (fenced *mcp.CallToolResult) {
 	// The side effect has happened: storing its outcome is worth waiting
 	// for up to the lease (no one else may take the key over before it
 	// ends).
@@ -117,8 +123,15 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, start
 		case errors.Is(werr, redisstore.ErrNotReplicated):
 			g.o.Logger.Warn("mcpmw: result stored but not acknowledged by enough replicas; a failover now could lose it", "tool", c.tool, "err", werr)
 		case errors.Is(werr, redisstore.ErrLeaseLost):
+			// Another attempt owns the key: its result (stored, or to
+			// come) is the key's one answer, so this run's must not reach
+			// its caller, who would then hold an answer no retry gives.
+			// The caller hears what a duplicate hears while the key is in
+			// progress, and its retry with the key gets the key's answer.
 			kind = observe.Fenced
-			g.o.Logger.Warn("mcpmw: result not stored: the lease was lost (another attempt took the key over while this one ran)", "tool", c.tool, "attempt", l.Attempt)
+			g.o.Logger.Warn("mcpmw: result not stored: the lease was lost (another attempt took the key over while this one ran); "+
+				"the caller is told the call is in progress, so that its retry gets the key's result", "tool", c.tool, "attempt", l.Attempt)
+			fenced = retryLater(ReasonInProgress, "another attempt took this idempotency key over while this call ran, and its result is the key's", g.o.RetryAfter)
 		default:
 			kind = observe.NotStored
 			g.o.Logger.Error("mcpmw: result may not be stored (Redis did not confirm it): a retry gets the replay if the write landed, "+
@@ -131,4 +144,5 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, start
 	g.observe(c, kind, func(e *observe.Event) {
 		e.Attempt, e.Status, e.Held, e.Err = l.Attempt, status, time.Since(started), werr
 	})
+	return fenced
 }

@@ -211,7 +211,7 @@ func (g *guard) callTool(ctx context.Context, next mcp.MethodHandler, req *mcp.C
 			fmt.Sprintf("the tool %q requires an idempotency key in %s: send one key per logical call (a UUID) and the same key on every retry of it", c.tool, where))
 	case g.o.Shutdown != nil && g.o.Shutdown.Err() != nil:
 		g.observe(c, observe.Rejected, func(e *observe.Event) { e.Problem = ReasonShuttingDown })
-		return retryLater(ReasonShuttingDown, "the server is shutting down and takes no new calls", g.o.RetryAfter), nil
+		return retryLater(ReasonShuttingDown, "the server is shutting down and takes no new calls; nothing ran for this call", g.o.RetryAfter), nil
 	case reason != "":
 		return nil, g.refuse(c, observe.Rejected, jsonrpc.CodeInvalidParams, ReasonKeyMalformed,
 			"malformed idempotency key: "+reason+fmt.Sprintf(" (1 to %d visible ASCII characters)", MaxKeyLen))
@@ -306,7 +306,7 @@ func (g *guard) claimFailed(c *call, err error) (mcp.Result, error) {
 	switch {
 	case errors.Is(err, redisstore.ErrInProgress):
 		g.observe(c, observe.InProgress, func(e *observe.Event) { e.Problem = ReasonInProgress })
-		return retryLater(ReasonInProgress, "a call with this idempotency key is in progress", g.o.RetryAfter), nil
+		return retryLater(ReasonInProgress, "a call with this idempotency key is in progress; nothing ran for this call", g.o.RetryAfter), nil
 	case errors.Is(err, redisstore.ErrMismatch):
 		return nil, g.refuse(c, observe.Mismatch, jsonrpc.CodeInvalidParams, ReasonKeyReused,
 			fmt.Sprintf("this idempotency key was used for a call to %q with other arguments; use a new key for a new call", c.tool))
@@ -333,7 +333,7 @@ func (g *guard) claimFailed(c *call, err error) (mcp.Result, error) {
 			g.o.Logger.Warn("mcpmw: store unavailable", "err", err)
 		}
 		g.observe(c, observe.Unavailable, func(e *observe.Event) { e.Problem, e.Err = ReasonStoreUnavailable, err })
-		return retryLater(ReasonStoreUnavailable, "the idempotency store is unavailable", g.o.RetryAfter), nil
+		return retryLater(ReasonStoreUnavailable, "the idempotency store is unavailable; nothing ran for this call", g.o.RetryAfter), nil
 	}
 }
 
