@@ -207,6 +207,23 @@ func testDo(t *testing.T, b backend) {
 		require.ErrorIs(t, cause, ErrLeaseLost)
 	})
 
+	t.Run("an outcome fenced by a takeover is an error, never a success", func(t *testing.T) {
+		// fn returns at once after the takeover, before any beat: its
+		// Complete is what finds the record another attempt's. Its caller
+		// must not take the outcome for the key's answer.
+		s := newStore(t, b, Options{Lease: 2 * time.Second})
+		for _, failed := range []bool{false, true} {
+			_, err := s.Do(ctx, newReq(t), func(ctx context.Context, l *Lease) ([]byte, error) {
+				steal(t, b.client, l)
+				if failed {
+					return nil, errors.New("card declined")
+				}
+				return []byte("charged"), nil
+			})
+			require.ErrorIs(t, err, ErrLeaseLost, "failed: %v", failed)
+		}
+	})
+
 	t.Run("fn outliving MaxDuration is cancelled and the key freed", func(t *testing.T) {
 		s := newStore(t, b, Options{Lease: 150 * time.Millisecond, MaxDuration: 100 * time.Millisecond})
 		req := newReq(t)
