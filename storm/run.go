@@ -83,7 +83,7 @@ type runner struct {
 	probed       atomic.Int64 // keys probed
 }
 
-// Run executes the storm described by cfg: the counts read (with
+// runArm executes the storm described by cfg, one arm (see Run): the counts read (with
 // CountURL), the storm, the late probe (unless NoProbe) and the second
 // read, and returns its report: Check's verdict over the history the storm
 // recorded, which Config.History receives as the storm goes. It returns an
@@ -96,7 +96,7 @@ type runner struct {
 // Config.History cannot be written, Run still runs the storm and returns
 // its report, with an error wrapping ErrHistory. Run is safe for
 // concurrent use with distinct Configs.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+func runArm(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, target, err := normalize(cfg)
 	if err != nil {
 		return nil, err
@@ -148,6 +148,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	r.start = start
 	r.hist.Started = start.UTC()
+	r.hist.Faults, r.hist.Events = cfg.arm.faults, cfg.arm.events
+	if cfg.arm.begin != nil {
+		cfg.arm.begin(start)
+	}
 	r.history.header(&r.hist)
 	var l *loader
 	var stopProgress func()
@@ -165,6 +169,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	var faults []Fault
+	var events []Event
+	if cfg.arm.finish != nil {
+		faults, events = cfg.arm.finish()
+	}
 	interrupted := ctx.Err() != nil && (cfg.loadMode() || r.completed.Load() < int64(cfg.Keys*cfg.Dups))
 	var probeElapsed time.Duration
 	if !cfg.NoProbe && !interrupted {
@@ -176,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopProgress()
 
-	end := &End{Elapsed: elapsed, ProbeElapsed: probeElapsed, Interrupted: interrupted}
+	end := &End{Elapsed: elapsed, ProbeElapsed: probeElapsed, Interrupted: interrupted, Faults: faults, Events: events}
 	if l != nil && l.err != nil {
 		end.Error = l.err.Error()
 	}
