@@ -204,6 +204,18 @@ func parseIncident(cfg Config) (*incident, error) {
 	if cfg.MaxRecovery > 0 && (!inc.triggers() || !cfg.loadMode()) {
 		return bad("a maximum recovery needs load mode and a trigger (a fault or a command at a time)")
 	}
+	if cfg.MaxRecovery > 0 {
+		first := time.Duration(math.MaxInt64)
+		for _, f := range inc.faults {
+			first = min(first, f.At)
+		}
+		for _, c := range inc.cmds {
+			first = min(first, c.At)
+		}
+		if first < time.Second {
+			return bad("a maximum recovery needs a baseline: the first trigger (at %s) must leave a whole second before it", first)
+		}
+	}
 	if cfg.History != nil && len(inc.policies) > 1 {
 		return bad("History takes one arm's history: with several retry policies, give HistoryFor")
 	}
