@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemkey/idemkey/idemclient"
 	"github.com/idemkey/idemkey/internal/httpflag"
-	"github.com/idemkey/idemkey/storm/internal/hop"
 )
 
 const (
@@ -173,7 +172,8 @@ type Config struct {
 	MaxAmplification float64
 	// OnStart, if set, is called once when the storm starts sending (after
 	// the side-effect count was read): a clock for what should happen
-	// during the run, such as a slow window in a demo.
+	// during the run, such as a slow window in a demo. With several
+	// RetryPolicies, once per arm, after the arm's count read.
 	OnStart func()
 
 	// MinGoodput is a threshold of load mode: operations completed with a
@@ -224,8 +224,12 @@ type Config struct {
 	// arm's history (History takes one arm's only); nil writes none.
 	HistoryFor func(policy string) io.Writer
 
-	arm        armHooks       // set by Run for each arm
-	hopsOpened func(*hop.Set) // tests: called once the hops listen
+	// OnHop, if set, is called for each hop once it listens, before
+	// anything is sent, with its name and address (host:port): with a
+	// LISTEN port 0, how the service under test learns where to call.
+	OnHop func(name, addr string)
+
+	arm armHooks // set by Run for each arm
 }
 
 // The modes, as Settings.Mode and the JSON report's "mode" name them.

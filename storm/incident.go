@@ -265,8 +265,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
 		defer hops.Close()
-		if cfg.hopsOpened != nil {
-			cfg.hopsOpened(hops)
+		if cfg.OnHop != nil {
+			for _, h := range hops.Hops() {
+				cfg.OnHop(h.Name(), h.Addr())
+			}
 		}
 	}
 	kinds := map[string]string{}

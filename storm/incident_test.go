@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idemkey/idemkey/storm/internal/hop"
 )
 
 // relay is a service under test that calls its provider for every
@@ -56,10 +54,12 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-// opened returns the hook that points the relay at the hop.
-func (rl *relay) opened(hops *hop.Set) {
-	u := hops.Hop("provider").URL()
-	rl.provider.Store(&u)
+// opened points the relay at the hop named provider.
+func (rl *relay) opened(name, addr string) {
+	if name == "provider" {
+		u := "http://" + addr
+		rl.provider.Store(&u)
+	}
 }
 
 // newProvider is a provider that answers every charge at once with 201.
@@ -106,7 +106,7 @@ type incidentJSON struct {
 // provider, and returns the report and its JSON.
 func runIncident(t *testing.T, rl *relay, cfg Config) (*Report, []byte) {
 	t.Helper()
-	cfg.hopsOpened = rl.opened
+	cfg.OnHop = rl.opened
 	rep, err := Run(context.Background(), cfg)
 	require.NoError(t, err)
 	var out bytes.Buffer
