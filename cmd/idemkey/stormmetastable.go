@@ -70,7 +70,6 @@ type workerPool struct {
 	cost  time.Duration
 	gen   atomic.Int64 // bumped by reset: requests queued before it cost nothing
 	next  http.Handler
-
 }
 
 func (p *workerPool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
