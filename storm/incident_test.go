@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -440,4 +441,79 @@ func TestIncidentUsageErrors(t *testing.T) {
 	for _, name := range []string{"-proxy", "-tcp-proxy", "-fault", "-at", "-retry-policy", "-max-recovery"} {
 		require.Regexp(t, `(?m)^  `+name+`( |$)`, stderr)
 	}
+}
+
+// A TCP hop (--tcp-proxy) between the service and its provider, down from
+// 1.2s to 2s of a 3s run: the service's calls in the window are refused
+// and it answers 502, which storm counts as 5xx in the window's second and
+// in no other. The last call before the window is 250ms ahead of it, and a
+// call late for the window only falls after its end.
+func TestIncidentTCPHopDownRefusesInsideItsWindow(t *testing.T) {
+	rl, svc := newRelay(t)
+	rl.client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // a connection per call: each meets the hop's state
+	provider := newProvider(t)
+	cfg := Config{URL: svc.URL, Rate: 20, Duration: 3 * time.Second, Retries: -1, NoProbe: true,
+		TCPProxies: []string{"provider=127.0.0.1:0," + strings.TrimPrefix(provider.URL, "http://")},
+		Faults:     []string{"provider at=1200ms for=800ms down"}}
+	rep, out := runIncident(t, rl, cfg)
+	var j incidentJSON
+	require.NoError(t, json.Unmarshal(out, &j), "%s", out)
+	require.Len(t, j.Faults, 1)
+	require.Equal(t, "tcp", j.Faults[0].Kind)
+	require.Positive(t, j.Faults[0].Refused, "connections refused in the window")
+	tl := rep.Load.Timeline
+	require.GreaterOrEqual(t, len(tl), 3)
+	require.Zero(t, tl[0].ServerErrors, "before the window")
+	require.Positive(t, tl[1].ServerErrors, "in the window: 502 from the service")
+	require.Zero(t, tl[2].ServerErrors, "after it")
+}
+
+// In the burst mode too, --at runs its command on the run's clock.
+func TestIncidentAtInTheBurstMode(t *testing.T) {
+	srv, _ := newIdempotentServer(t)
+	rep, err := Run(context.Background(), Config{URL: srv.URL, Keys: 20, Dups: 2, At: []string{"0s=echo burst"}})
+	require.NoError(t, err)
+	require.Len(t, rep.Events, 1)
+	require.Equal(t, "echo burst", rep.Events[0].Command)
+	require.Empty(t, rep.Policy, "the burst mode has no retry policy")
+	require.Nil(t, rep.Recovery)
+}
+
+// With several retry policies, --history FILE writes one history per arm,
+// FILE with the policy before its extension, each read back by
+// ReadHistory and judged to its arm's figures.
+func TestIncidentHistoryPerArm(t *testing.T) {
+	srv, _ := newIdempotentServer(t)
+	dir := t.TempDir()
+	code, j, stderr := runArmsJSON(t, "--url", srv.URL, "--rate", "20", "--duration", "1s", "--no-probe",
+		"--retry-policy", "backoff,token-bucket", "--history", dir+"/storm.jsonl")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, []string{"backoff", "token-bucket"}, j.Policies)
+	for i, p := range j.Policies {
+		f, err := os.Open(dir + "/storm." + p + ".jsonl")
+		require.NoError(t, err)
+		h, err := ReadHistory(f)
+		f.Close()
+		require.NoError(t, err)
+		require.Equal(t, p, h.Header.Settings.Policy)
+		rep, err := Check(h)
+		require.NoError(t, err)
+		require.Equal(t, j.Arms[i].Attempts, rep.Load.Attempts)
+	}
+	_, err := os.Stat(dir + "/storm.jsonl")
+	require.True(t, os.IsNotExist(err), "no history of the arms together")
+}
+
+func runArmsJSON(t *testing.T, args ...string) (int, struct {
+	Policies []string
+	Arms     []incidentJSON
+}, string) {
+	t.Helper()
+	code, stdout, stderr := runCommand(t, append([]string{"--json"}, args...)...)
+	var j struct {
+		Policies []string
+		Arms     []incidentJSON
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &j), "stdout: %q stderr: %q", stdout, stderr)
+	return code, j, stderr
 }
