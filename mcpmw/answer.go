@@ -57,8 +57,9 @@ const (
 	ReasonArgumentsInvalid = "ARGUMENTS_INVALID"
 	// ReasonCallerUnknown: invalid request, Options.Scope failed.
 	ReasonCallerUnknown = "CALLER_UNKNOWN"
-	// ReasonScopeRequired: invalid request, the default scope found no
-	// credential to keep callers apart.
+	// ReasonScopeRequired: the default scope cannot keep callers apart:
+	// invalid request when the call presents no credential; internal error
+	// when its verified token has no user ID (set Options.Scope).
 	ReasonScopeRequired = "SCOPE_REQUIRED"
 	// ReasonScopeInvalid: internal error, Options.Scope returned an empty
 	// scope or one over 1 KiB.
@@ -66,8 +67,10 @@ const (
 	// ReasonInProgress: a tool error with _meta.retryAfterMs, a call with
 	// the key is running; retry after the delay with the same key.
 	ReasonInProgress = "REQUEST_IN_PROGRESS"
-	// ReasonKeyReused: invalid params, the key was used for another call
-	// (another tool, or other arguments); the original outcome stays.
+	// ReasonKeyReused: invalid params, the key was used for a call to the
+	// same tool with other arguments (the fingerprint differs; a key on
+	// another tool is another record, never a reuse); the original outcome
+	// stays.
 	ReasonKeyReused = "KEY_REUSED"
 	// ReasonResponseExpired: invalid params, the call ran but its outcome
 	// expired and only its tombstone is left; it will not run again with
@@ -80,11 +83,17 @@ const (
 	// is stopping (Options.Shutdown is done); nothing was claimed.
 	ReasonShuttingDown = "SHUTTING_DOWN"
 	// ReasonStoreError: internal error, Redis answered with something the
-	// store does not understand; nothing ran.
+	// store does not understand, or the store refused the call as invalid
+	// (the message says why); nothing ran.
 	ReasonStoreError = "STORE_ERROR"
 	// ReasonStoredUnreadable: internal error, the stored outcome cannot be
 	// replayed; the tool is not run again.
 	ReasonStoredUnreadable = "STORED_RESPONSE_UNREADABLE"
+	// ReasonResultTooLarge: a tool error marked _meta.idempotentReplayed,
+	// without a retry delay: the call with the key ran, but its result was
+	// over Options.MaxResultBytes and was not stored; the call will not run
+	// again with this key.
+	ReasonResultTooLarge = "RESULT_TOO_LARGE"
 	// ReasonToolPanicked: internal error, the tool panicked; the key was
 	// released, so a retry with it runs the tool again.
 	ReasonToolPanicked = "TOOL_PANICKED"
@@ -93,7 +102,7 @@ const (
 // reasons lists every Reason, for the test that the README documents them.
 var reasons = []string{ReasonKeyMissing, ReasonKeyMalformed, ReasonArgumentsInvalid, ReasonCallerUnknown,
 	ReasonScopeRequired, ReasonScopeInvalid, ReasonInProgress, ReasonKeyReused, ReasonResponseExpired,
-	ReasonStoreUnavailable, ReasonShuttingDown, ReasonStoreError, ReasonStoredUnreadable, ReasonToolPanicked}
+	ReasonStoreUnavailable, ReasonShuttingDown, ReasonStoreError, ReasonStoredUnreadable, ReasonResultTooLarge, ReasonToolPanicked}
 
 // ErrorData is the data of the JSON-RPC errors the middleware answers with:
 // {"reason": "KEY_REUSED"}.

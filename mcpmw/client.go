@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkey/idemkey/idemclient"
@@ -25,18 +26,25 @@ type ClientOptions struct {
 	NewKey func() string
 
 	// MaxAttempts, above 1, makes the middleware send a call again itself,
-	// with the same key, after the server's answer that asks for it (the
+	// with the same key, up to this many attempts in all, while the call's
+	// own context lives: after the server's answer that asks for it (the
 	// first attempt is in progress, the server is stopping, its store is
-	// unavailable: a tool error with _meta.retryAfterMs), and after an
-	// attempt that ran out of AttemptTimeout while the call's own context
-	// lives, up to this many attempts in all. Default: 1 (no retries of its
-	// own).
+	// unavailable: a tool error with _meta.retryAfterMs), after the delay
+	// it asks for; and after an error that is not a JSON-RPC error (the
+	// transport failed or lost the answer, an attempt ran out of
+	// AttemptTimeout), after a backoff (BaseDelay, MaxDelay). A JSON-RPC
+	// error is the server's answer (the key reused, a bad argument) and is
+	// returned at once, and so is mcp.ErrConnectionClosed: the session is
+	// gone, and a new one must send the call again, its key pinned with
+	// WithKey. Default: 1 (no retries of its own).
 	MaxAttempts int
 
-	// AttemptTimeout, if set, bounds each attempt, so that an attempt stuck
-	// on a slow tool is given up and sent again with the same key (the
-	// server's run goes on, and the retry gets the in-progress answer and
-	// then the replay). Default: 0 (the call's context alone).
+	// AttemptTimeout, if set with MaxAttempts above 1, bounds each attempt,
+	// so that an attempt stuck on a slow tool is given up and sent again
+	// with the same key (the server's run goes on, and the retry gets the
+	// in-progress answer and then the replay). Without retries it bounds
+	// nothing: the call's context alone does. Default: 0 (no bound of its
+	// own).
 	AttemptTimeout time.Duration
 
 	// BaseDelay is the backoff ceiling of the first retry of an attempt
@@ -71,10 +79,21 @@ func (o ClientOptions) withDefaults() ClientOptions {
 type clientKey struct{}
 
 // WithKey returns a copy of ctx whose tool calls through NewClient's
-// middleware carry key as their idempotency key: pin one key per logical
-// call, for example to keep it across a restart of the agent, or across
-// calls the agent itself repeats. A key set in the call's
-// params._meta.idempotencyKey wins over it.
+// middleware carry key as their idempotency key. An agent that sends a
+// call again on its own (after an error NewClient does not retry, on a new
+// session after a reconnect, after a restart of the agent with the key
+// saved) must pin the key this way: NewClient mints a fresh key for each
+// call it is given, so a call sent again without WithKey is a new call and
+// runs again. A key set in the call's params._meta.idempotencyKey wins over
+// it.
+//
+// Every tool call made with the returned context, or with any context
+// derived from it, carries key: use one such context for one logical call
+// only. Two different calls made with it share the key: the second is
+// refused as KEY_REUSED (other arguments of the same tool), or gets the
+// first's result replayed without running (the same arguments); only
+// calls to different tools stay apart. Never put a key on a long-lived
+// context (a session's, a request's that makes several tool calls).
 func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, clientKey{}, key)
 }
@@ -140,14 +159,16 @@ func (o ClientOptions) send(ctx context.Context, next mcp.MethodHandler, req mcp
 			actx, cancel = context.WithTimeout(ctx, o.AttemptTimeout)
 		}
 		res, err := next(actx, methodCallTool, req)
-		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if attempt >= o.MaxAttempts || ctx.Err() != nil {
 			return res, err
 		}
 		var delay time.Duration
 		switch tr, _ := res.(*mcp.CallToolResult); {
-		case timedOut && errors.Is(actx.Err(), context.DeadlineExceeded):
+		case err != nil && !serverAnswer(err) && !errors.Is(err, mcp.ErrConnectionClosed):
+			// Not the server's answer: the attempt timed out, or the
+			// transport failed before or after the server ran the call.
+			// The same key makes sending it again safe.
 			ceiling := o.BaseDelay
 			for i := 1; i < attempt && ceiling < o.MaxDelay; i++ {
 				ceiling *= 2
@@ -173,6 +194,18 @@ func (o ClientOptions) send(ctx context.Context, next mcp.MethodHandler, req mcp
 		case <-t.C:
 		}
 	}
+}
+
+// codeRejectedByTransport is the code of the SDK's own error for a request
+// its transport could not deliver or got no answer to (a failed POST, an
+// HTTP 429, 502, 503 or 504): a *jsonrpc.Error the server did not send.
+const codeRejectedByTransport = -32005
+
+// serverAnswer reports whether err is a JSON-RPC error the server
+// answered, not one the client's transport made.
+func serverAnswer(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we) && we.Code != codeRejectedByTransport
 }
 
 // callParams returns the params and session of a tools/call request as a

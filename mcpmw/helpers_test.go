@@ -2,14 +2,18 @@ package mcpmw_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -59,6 +63,9 @@ type setup struct {
 	server mcpmw.Options
 	email  emailFunc            // default: h.send
 	client *mcpmw.ClientOptions // NewClient on every client; nil for none
+	tools  func(*mcp.Server)    // adds more tools
+	inner  mcp.Middleware       // a receiving middleware under mcpmw's
+	http   http.RoundTripper    // the streamable clients' transport under their credential
 }
 
 // harness is an MCP server with three tools behind mcpmw, and a way to
@@ -75,6 +82,8 @@ type harness struct {
 	server     *mcp.Server
 	url        string // the streamable endpoint
 	client     *mcpmw.ClientOptions
+	http       http.RoundTripper
+	raw        *rawLog
 	sent       atomic.Int64
 	tickets    atomic.Int64
 	lookups    atomic.Int64
@@ -106,7 +115,10 @@ func start(t testing.TB, tr transport, s setup) *harness {
 	}
 	store, err := redisstore.New(s.redis.Client(t), s.store)
 	require.NoError(t, err)
-	h := &harness{t: t, tr: tr, redis: s.redis, store: store, client: s.client}
+	h := &harness{t: t, tr: tr, redis: s.redis, store: store, client: s.client, http: s.http, raw: &rawLog{}}
+	if h.http == nil {
+		h.http = http.DefaultTransport
+	}
 	email := s.email
 	if email == nil {
 		email = h.send
@@ -126,6 +138,12 @@ func start(t testing.TB, tr transport, s setup) *harness {
 			n := h.lookups.Add(1)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("lookup %d", n)}}}, nil, nil
 		})
+	if s.tools != nil {
+		s.tools(srv)
+	}
+	if s.inner != nil {
+		srv.AddReceivingMiddleware(s.inner)
+	}
 	srv.AddReceivingMiddleware(mcpmw.New(store, s.server))
 	h.server = srv
 	if tr == streamable {
@@ -172,8 +190,9 @@ func (h *harness) connect(caller string) *mcp.ClientSession {
 		t.Cleanup(func() { _ = ss.Close() })
 		ct = cl
 	case streamable:
-		ct = &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: bearer{caller, http.DefaultTransport}}}
+		ct = &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: bearer{caller, h.http}}}
 	}
+	ct = rawTransport{ct, h.raw}
 	cs, err := c.Connect(ctx, ct, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cs.Close() })
@@ -235,4 +254,50 @@ func redisstoreObserving(f func(reason string)) redisstore.Options {
 			f(e.Problem)
 		}
 	}}}
+}
+
+// rawLog keeps the result of every response the harness's clients read, as
+// the bytes that came over the wire.
+type rawLog struct {
+	mu      sync.Mutex
+	results []json.RawMessage
+}
+
+// last returns the last result read.
+func (l *rawLog) last() json.RawMessage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.results) == 0 {
+		return nil
+	}
+	return l.results[len(l.results)-1]
+}
+
+// rawTransport logs the results its connection reads.
+type rawTransport struct {
+	mcp.Transport
+	log *rawLog
+}
+
+func (t rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rawConn{c, t.log}, nil
+}
+
+type rawConn struct {
+	mcp.Connection
+	log *rawLog
+}
+
+func (c rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if r, ok := msg.(*jsonrpc.Response); ok && r.Result != nil {
+		c.log.mu.Lock()
+		c.log.results = append(c.log.results, slices.Clone(r.Result))
+		c.log.mu.Unlock()
+	}
+	return msg, err
 }

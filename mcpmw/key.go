@@ -18,8 +18,9 @@ import (
 const fingerprintVersion = "mcpmw/1"
 
 // keyOf returns the call's key, from params._meta.idempotencyKey or the key
-// argument: found is false when neither is there; reason is why a key
-// that is there is refused.
+// argument: found is false when neither is there (with Options.Optional, a
+// null or empty one is not there); reason is why a key that is there is
+// refused.
 func (g *guard) keyOf(p *mcp.CallToolParamsRaw) (key string, found bool, reason string) {
 	var fromMeta, fromArg any
 	var inMeta, inArg bool
@@ -36,6 +37,12 @@ func (g *guard) keyOf(p *mcp.CallToolParamsRaw) (key string, found bool, reason 
 				}
 			}
 		}
+	}
+	if g.o.Optional {
+		// A model fills in an argument it has no value for with null or
+		// "": with the key optional, that is no key, not a bad one.
+		inMeta = inMeta && !blank(fromMeta)
+		inArg = inArg && !blank(fromArg)
 	}
 	switch {
 	case !inMeta && !inArg:
@@ -58,6 +65,12 @@ func (g *guard) keyOf(p *mcp.CallToolParamsRaw) (key string, found bool, reason 
 		}
 		return key, true, ""
 	}
+}
+
+// blank reports whether a key's JSON value is null or the empty string.
+func blank(v any) bool {
+	s, isString := v.(string)
+	return v == nil || (isString && s == "")
 }
 
 // recordKey is the store's key for a call: the tool's name and the

@@ -1,12 +1,19 @@
 package mcpmw_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -221,4 +228,210 @@ func TestObserverSeesEachDecision(t *testing.T) {
 		observe.Replayed.String() + " tools/call send_email",
 		observe.Mismatch.String() + " tools/call send_email",
 	}, kinds, "an unguarded call is no decision")
+}
+
+// loseFirstCall is a RoundTripper that lets the first tools/call reach the
+// server, reads the server's whole answer and then fails as a connection
+// reset would: the tool ran, and its caller never heard.
+type loseFirstCall struct {
+	lost atomic.Bool
+}
+
+func (l *loseFirstCall) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || !bytes.Contains(body, []byte(`"method":"tools/call"`)) || !l.lost.CompareAndSwap(false, true) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, errors.New("read tcp: connection reset by peer")
+}
+
+// A client whose transport fails after the server ran the call (the
+// answer is lost: not a JSON-RPC error) sends it again with the same key
+// and gets the replay: one email. A JSON-RPC error, the server's answer, is
+// not retried.
+func TestClientRetriesTransportErrorsWithTheKey(t *testing.T) {
+	lossy := &loseFirstCall{}
+	h := start(t, streamable, setup{
+		client: &mcpmw.ClientOptions{MaxAttempts: 3, BaseDelay: time.Millisecond},
+		http:   lossy,
+	})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 20*time.Second)
+	res, err := email(ctx, cs, "", ann("hello"))
+	require.NoError(t, err)
+	require.True(t, lossy.lost.Load(), "the first answer was lost")
+	require.True(t, mcpmw.Replayed(res), "the retry got the first run's result: %s", text(res))
+	require.Equal(t, "msg_1", structured(t, res).ID)
+	require.EqualValues(t, 1, h.sent.Load(), "emails sent")
+
+	var refusals atomic.Int64
+	obs := observe.Func{OnEvent: func(_ context.Context, e *observe.Event) {
+		if e.Kind == observe.Mismatch {
+			refusals.Add(1)
+		}
+	}}
+	r := start(t, inMemory, setup{redis: h.redis, store: redisstore.Options{Observer: obs}, client: &mcpmw.ClientOptions{MaxAttempts: 3, BaseDelay: time.Millisecond}})
+	rs := r.connect("alice")
+	pinned := mcpmw.WithKey(ctx, "key-reused")
+	_, err = email(pinned, rs, "", ann("hello"))
+	require.NoError(t, err)
+	_, err = email(pinned, rs, "", ann("goodbye"))
+	require.Equal(t, mcpmw.ReasonKeyReused, mcpmw.Reason(nil, err))
+	require.EqualValues(t, 1, refusals.Load(), "the JSON-RPC error was not retried")
+}
+
+// With Options.Optional, a key that is null or "" (in the key argument, as
+// a model fills in an argument it has no value for, or in _meta) is no
+// key: the call runs unguarded, never refused and never keyed by "".
+func TestOptionalBlankKeyIsAbsent(t *testing.T) {
+	h := start(t, inMemory, setup{server: mcpmw.Options{Optional: true, KeyArgument: "idempotency_key"}})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	for i, blank := range []any{nil, ""} {
+		for range 2 {
+			res, err := callTool(ctx, cs, "create_ticket", "", map[string]any{"title": "printer", "idempotency_key": blank})
+			require.NoError(t, err, "argument %#v", blank)
+			require.False(t, res.IsError, text(res))
+			require.False(t, mcpmw.Replayed(res), "argument %#v: unguarded", blank)
+		}
+		for range 2 {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "create_ticket", Arguments: map[string]any{"title": "printer"}, Meta: mcp.Meta{mcpmw.MetaKey: blank}})
+			require.NoError(t, err, "_meta %#v", blank)
+			require.False(t, res.IsError, text(res))
+			require.False(t, mcpmw.Replayed(res), "_meta %#v: unguarded", blank)
+		}
+		require.EqualValues(t, 4*(i+1), h.tickets.Load())
+	}
+	// A real key beside a blank argument is the key.
+	for range 2 {
+		_, err := callTool(ctx, cs, "create_ticket", "key-beside-blank", map[string]any{"title": "printer", "idempotency_key": ""})
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 9, h.tickets.Load())
+}
+
+// The default scope refuses a call whose verified token has no user ID,
+// telling the operator to set Options.Scope (a WARN, once), rather than
+// hash the token into a scope of its own.
+func TestTokenWithoutUserIDIsRefused(t *testing.T) {
+	req := &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Scopes: []string{"mail"}}, Header: http.Header{"Authorization": {"Bearer t1"}}}}
+	_, err := mcpmw.DefaultScope(context.Background(), req)
+	require.ErrorIs(t, err, mcpmw.ErrNoUserID)
+	require.ErrorContains(t, err, "Options.Scope")
+	req.Extra.TokenInfo.UserID = "u1"
+	scope, err := mcpmw.DefaultScope(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, "user:u1", scope)
+
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	h := start(t, inMemory, setup{})
+	mw := mcpmw.New(h.store, mcpmw.Options{Tools: []string{"send_email"},
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+	ran := 0
+	handler := mw(func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ran++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+	})
+	ctx := ctxT(t, 10*time.Second)
+	for range 2 {
+		call := &mcp.CallToolRequest{
+			Params: &mcp.CallToolParamsRaw{Name: "send_email", Meta: mcp.Meta{mcpmw.MetaKey: "key-no-user"}},
+			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Scopes: []string{"mail"}}, Header: http.Header{"Authorization": {"Bearer t1"}}},
+		}
+		_, err := handler(ctx, "tools/call", call)
+		require.Equal(t, mcpmw.ReasonScopeRequired, mcpmw.Reason(nil, err), "%v", err)
+		require.EqualValues(t, jsonrpc.CodeInternalError, rpcCode(err))
+		require.ErrorContains(t, err, "Options.Scope")
+	}
+	require.Zero(t, ran, "nothing ran")
+	logMu.Lock()
+	defer logMu.Unlock()
+	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "%s", logs.String())
+	require.Contains(t, logs.String(), "Set Options.Scope")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// By default the middleware fails closed: a tool the tools/list does not
+// show (hidden by a middleware below it, or unknown), and every tool while
+// the tools/list fails, is guarded, never taken for read-only.
+func TestUnlistedToolIsGuarded(t *testing.T) {
+	hide := func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				shown := *list
+				shown.Tools = nil
+				for _, tool := range list.Tools {
+					if tool.Name != "create_ticket" {
+						shown.Tools = append(shown.Tools, tool)
+					}
+				}
+				return &shown, nil
+			}
+			return res, err
+		}
+	}
+	h := start(t, inMemory, setup{inner: hide})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	_, err := callTool(ctx, cs, "create_ticket", "", nil)
+	require.Equal(t, mcpmw.ReasonKeyMissing, mcpmw.Reason(nil, err), "a hidden tool is guarded: %v", err)
+	for range 2 {
+		_, err := callTool(ctx, cs, "create_ticket", "key-hidden", nil)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, h.tickets.Load())
+	_, err = callTool(ctx, cs, "no_such_tool", "", nil)
+	require.Equal(t, mcpmw.ReasonKeyMissing, mcpmw.Reason(nil, err), "an unknown tool is guarded: %v", err)
+	_, err = callTool(ctx, cs, "no_such_tool", "key-unknown", nil)
+	require.ErrorContains(t, err, "unknown tool", "the SDK answers it once the key is there")
+
+	failList := func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				return nil, errors.New("the tool registry is down")
+			}
+			return next(ctx, method, req)
+		}
+	}
+	f := start(t, inMemory, setup{redis: h.redis, inner: failList})
+	fs := f.connect("alice")
+	_, err = callTool(ctx, fs, "lookup", "", nil)
+	require.Equal(t, mcpmw.ReasonKeyMissing, mcpmw.Reason(nil, err), "with no tools/list even a read-only tool is guarded: %v", err)
+	require.Zero(t, f.lookups.Load())
+}
+
+// A key that with the tool's name is over the store's 1 KiB limit is
+// refused as malformed, saying so, before anything is claimed.
+func TestKeyTooLongForTheToolIsRefusedClearly(t *testing.T) {
+	tool := strings.Repeat("t", 900)
+	h := start(t, inMemory, setup{server: mcpmw.Options{Tools: []string{tool}}})
+	cs := h.connect("alice")
+	ctx := ctxT(t, 10*time.Second)
+	_, err := callTool(ctx, cs, tool, strings.Repeat("k", mcpmw.MaxKeyLen), nil)
+	require.EqualValues(t, jsonrpc.CodeInvalidParams, rpcCode(err), "%v", err)
+	require.Equal(t, mcpmw.ReasonKeyMalformed, mcpmw.Reason(nil, err))
+	require.ErrorContains(t, err, "use a shorter key")
 }

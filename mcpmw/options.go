@@ -17,7 +17,11 @@ type Options struct {
 	// pass through untouched. Default: empty, which guards every tool the
 	// server does not annotate readOnlyHint: true (the middleware reads the
 	// annotations with a tools/list through the handlers below it, on each
-	// call; name the tools to spare it).
+	// call; name the tools to spare it). That default fails closed: a tool
+	// the tools/list does not show (hidden by a middleware below, or not
+	// there at all), and every tool while the tools/list fails, is guarded,
+	// never taken for read-only; a call to an unknown tool then needs a key
+	// before the SDK answers that there is no such tool.
 	Tools []string
 
 	// KeyArgument, if set, names a top-level tool argument that carries the
@@ -29,7 +33,11 @@ type Options struct {
 
 	// Optional lets guarded calls without a key through, unguarded;
 	// otherwise they are refused with a JSON-RPC invalid-params error
-	// (reason KEY_MISSING). Default: false (the key is required).
+	// (reason KEY_MISSING). With Optional, a key that is null or the empty
+	// string (in _meta or the key argument, as a model fills in an
+	// argument it has no value for) counts as absent: the call runs
+	// unguarded. Without it, such a key is refused as malformed
+	// (KEY_MALFORMED). Default: false (the key is required).
 	Optional bool
 
 	// Scope returns the caller a call comes from, such as the user of the
@@ -47,7 +55,11 @@ type Options struct {
 	// paths from the top-level arguments object ("sent_at",
 	// "meta.client_time"), for fields that legitimately differ between
 	// tries of one call (a timestamp the agent adds). Paths do not go into
-	// arrays. Default: none.
+	// arrays. The list applies to every guarded tool: a path named for one
+	// tool is left out of the fingerprint of every tool that has an
+	// argument there, so name only what differs between tries wherever it
+	// appears (a path that decides what a call does must not be in it).
+	// Default: none.
 	Ignore []string
 
 	// Wait makes a duplicate of a running call wait up to this long for the
@@ -89,13 +101,27 @@ type Options struct {
 	// cancels them at once. Default: 5s.
 	ShutdownGrace time.Duration
 
+	// MaxResultBytes is the largest tool result, in bytes of its JSON, that
+	// is stored for replay. A larger result reaches the caller of the run
+	// that made it, but is not stored: the record keeps only that the call
+	// ran, and every later call with its key gets a tool error (isError:
+	// true, marked _meta.idempotentReplayed) whose
+	// _meta.idempotencyReason is RESULT_TOO_LARGE; the call never runs
+	// again with that key. Default: 1 MiB.
+	MaxResultBytes int
+
 	// Logger receives what the caller is not told, such as an outcome that
 	// could not be stored or a tool that panicked. Default: slog.Default().
 	Logger *slog.Logger
 }
 
+// DefaultMaxResultBytes is the default Options.MaxResultBytes: 1 MiB, the
+// HTTP middleware's default MaxResponseBytes.
+const DefaultMaxResultBytes = 1 << 20
+
 // withDefaults returns o with every zero field set to its default; it
-// panics on a negative duration (but ShutdownGrace), a programming error.
+// panics on a negative duration (but ShutdownGrace) or MaxResultBytes, a
+// programming error.
 func (o Options) withDefaults() Options {
 	if o.Scope == nil {
 		o.Scope = DefaultScope
@@ -112,6 +138,12 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.MaxResultBytes < 0 {
+		panic("mcpmw: negative Options.MaxResultBytes")
+	}
 	if o.RetryAfter < 0 || o.Wait < 0 || o.Timeout < 0 || o.Retention < 0 {
 		panic("mcpmw: negative duration in Options")
 	}
@@ -123,6 +155,16 @@ var (
 	// no credential it knows. The middleware refuses the call (reason
 	// SCOPE_REQUIRED).
 	ErrNoCredential = errors.New("mcpmw: the call presents no credential the default scope knows (a verified token, or an Authorization or X-API-Key header)")
+
+	// ErrNoUserID is returned by DefaultScope for a call whose verified
+	// token (req.Extra.TokenInfo) carries no user ID: the token says the
+	// caller is authenticated, but not who it is, and hashing the token
+	// instead would put one caller in a new scope at each token refresh
+	// (running a retry again) or, for a token shared by many, put them
+	// together. The middleware refuses the call (reason SCOPE_REQUIRED)
+	// and logs a WARN once: set Options.Scope to your caller (say, from
+	// the token's Extra), or have your TokenVerifier fill in UserID.
+	ErrNoUserID = errors.New("mcpmw: the call's verified token has no user ID, so the default scope cannot tell its caller; set mcpmw Options.Scope to the authenticated caller, or fill in TokenInfo.UserID in the TokenVerifier")
 
 	// ErrNotProtected is returned by Checkpoint for a call the middleware
 	// let through without a lease (a tool it does not guard, or an
@@ -138,10 +180,12 @@ var (
 // DefaultScope is the default Options.Scope. It derives the caller from
 // what the call presents: the user ID of its verified token
 // (req.Extra.TokenInfo.UserID, set by the SDK's auth.RequireBearerToken
-// with a TokenVerifier that fills it), or failing that a hash of its HTTP
-// Authorization header, or failing that of its X-API-Key header; no
-// credential is stored. A call with none (stdio, the in-memory transport,
-// an HTTP server without authentication) fails with ErrNoCredential: set
+// with a TokenVerifier that fills it), or, for a call without a verified
+// token, a hash of its HTTP Authorization header, or failing that of its
+// X-API-Key header; no credential is stored. A verified token without a
+// user ID fails with ErrNoUserID (the token is never hashed in its
+// place). A call with no credential (stdio, the in-memory transport, an
+// HTTP server without authentication) fails with ErrNoCredential: set
 // Options.Scope to your caller, or SharedScope for a server with one
 // client. Like its HTTP twin, the header hash suits long-lived credentials
 // only: a bearer token refreshed between two tries of one call puts them
@@ -150,7 +194,10 @@ func DefaultScope(_ context.Context, req *mcp.CallToolRequest) (string, error) {
 	if req == nil || req.Extra == nil {
 		return "", ErrNoCredential
 	}
-	if ti := req.Extra.TokenInfo; ti != nil && ti.UserID != "" {
+	if ti := req.Extra.TokenInfo; ti != nil {
+		if ti.UserID == "" {
+			return "", ErrNoUserID
+		}
 		return "user:" + ti.UserID, nil
 	}
 	for _, name := range [...]string{"Authorization", "X-Api-Key"} {

@@ -58,11 +58,38 @@ func FuzzDecodeOutcome(f *testing.F) {
 			require.True(t, errors.Is(err, errUnreadable), "%v", err)
 			return
 		}
+		b, err := res.MarshalJSON()
+		require.NoError(t, err)
+		require.True(t, json.Valid(b), "%s", b)
 		delete(res.Meta, MetaReplayed)
-		again, err := encodeOutcome(res)
+		again, err := encodeOutcome(res.CallToolResult)
 		require.NoError(t, err)
 		res2, err := decodeOutcome(again)
 		require.NoError(t, err)
 		require.Equal(t, res.IsError, res2.IsError)
 	})
+}
+
+// A replay's JSON is the stored bytes with members added to _meta (the
+// replay mark, what the SDK sets through SetMeta) and members the SDK sets
+// that they lack appended; the stored members keep their order and bytes.
+func TestReplayAddsOnlyToMeta(t *testing.T) {
+	stored := `{"_meta":{"trace":{"z":1,"a":2}},"content":[{"type":"text","text":"hi"}],"structuredContent":{"z":1,"big":12345678901234567890}}`
+	res, err := decodeOutcome(redisstore.Response{Code: codeResult, Body: append([]byte{outcomeVersion}, stored...)})
+	require.NoError(t, err)
+	m := res.GetMeta()
+	m["serverInfo"] = map[string]any{"name": "mailer"}
+	res.SetMeta(m)
+	b, err := json.Marshal(mcp.Result(res))
+	require.NoError(t, err)
+	require.Equal(t, `{"_meta":{"trace":{"z":1,"a":2},"idempotentReplayed":true,"serverInfo":{"name":"mailer"}},`+
+		`"content":[{"type":"text","text":"hi"}],"structuredContent":{"z":1,"big":12345678901234567890}}`, string(b))
+
+	// A stored result without _meta, or with content null, as an older
+	// encoder may have written it.
+	res, err = decodeOutcome(redisstore.Response{Code: codeResult, Body: append([]byte{outcomeVersion}, `{"content":null}`...)})
+	require.NoError(t, err)
+	b, err = json.Marshal(mcp.Result(res))
+	require.NoError(t, err)
+	require.Equal(t, `{"content":[],"_meta":{"idempotentReplayed":true}}`, string(b))
 }

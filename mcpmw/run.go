@@ -68,9 +68,10 @@ func (g *guard) run(c *call, l *redisstore.Lease, next mcp.MethodHandler, req *m
 
 // finish stores the result of a run, or gives its key back: a panic, a Go
 // error (returned, or wrapped by the SDK into an isError result that keeps
-// it: CallToolResult.GetError) and a result asking for input release it,
-// and a run whose context ended without a result interrupts it, so that the
-// retry takes the record over as the next attempt.
+// it: CallToolResult.GetError) and a result asking for input release it;
+// a run whose context was cut off and that ended without a result, or with
+// an error of any kind, interrupts it, so that the retry takes the record
+// over as the next attempt.
 func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, started time.Time, res mcp.Result, err error, panicked bool) {
 	// The side effect has happened: storing its outcome is worth waiting
 	// for up to the lease (no one else may take the key over before it
@@ -82,12 +83,19 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, start
 		err = tr.GetError()
 	}
 	kind, status, werr := observe.Completed, 0, error(nil)
+	failed := panicked || err != nil || tr == nil || tr.IsError || tr.NeedsInput() || len(tr.InputRequests) > 0
 	switch {
-	case panicked:
-		kind, werr = observe.Released, l.Release(ctx)
-	case err != nil && hctx.Err() != nil:
+	case failed && hctx.Err() != nil:
+		// Cut off (Shutdown, MaxDuration, a lost lease): whatever it
+		// answered, a panic, a Go error or an isError result, is likely
+		// the cut's doing, not the tool's decision, and it may have done
+		// its side effect. The record is kept, only the lease ends: the
+		// retry takes it over as the next attempt, with the last
+		// checkpoint, as the HTTP middleware and Store.Do do.
 		kind, werr = observe.Released, l.Interrupt(ctx)
-	case err != nil, tr == nil, tr.NeedsInput(), len(tr.InputRequests) > 0:
+		g.o.Logger.Warn("mcpmw: the run was cut off before it finished; its record is kept, so a retry takes it over as the next attempt",
+			"tool", c.tool, "attempt", l.Attempt, "cause", context.Cause(hctx))
+	case panicked, err != nil, tr == nil, tr.NeedsInput(), len(tr.InputRequests) > 0:
 		kind, werr = observe.Released, l.Release(ctx)
 	default:
 		resp, eerr := encodeOutcome(tr)
@@ -95,6 +103,12 @@ func (g *guard) finish(c *call, l *redisstore.Lease, hctx context.Context, start
 			g.o.Logger.Error("mcpmw: the result cannot be stored; the key is released", "tool", c.tool, "err", eerr)
 			kind, werr = observe.Released, l.Release(ctx)
 			break
+		}
+		if size := len(resp.Body) - 1; size > g.o.MaxResultBytes {
+			g.o.Logger.Warn("mcpmw: the result is over Options.MaxResultBytes, so it is not stored: its caller gets it, "+
+				"a retry with its key gets the RESULT_TOO_LARGE tool error and the tool does not run again",
+				"tool", c.tool, "bytes", size, "limit", g.o.MaxResultBytes)
+			resp = encodeTooLarge(size, g.o.MaxResultBytes, tr.IsError)
 		}
 		status = resp.Code
 		werr = l.Complete(ctx, resp)

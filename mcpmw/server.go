@@ -43,7 +43,11 @@ var scopeHint sync.Once
 //
 // Add it last (outermost), so that it sees calls before the middleware
 // that handles them and a panicking tool releases its key before anything
-// recovers it; it recovers a panic itself (the SDK does not).
+// recovers it; it recovers a panic itself (the SDK does not). A replay it
+// answers is an mcp.Result that embeds the decoded *mcp.CallToolResult
+// (its fields readable, its _meta settable), not a *mcp.CallToolResult:
+// it sends the stored bytes, so a middleware outside it can add to _meta
+// but not change the content.
 //
 // It panics if store is nil, opts holds a negative duration, or
 // opts.Retention does not exceed the store's Lease and MaxDuration: all
@@ -101,6 +105,8 @@ type guard struct {
 	// cutoff is done ShutdownGrace after Options.Shutdown: the tools still
 	// running are then cancelled. Nil without Options.Shutdown.
 	cutoff context.Context
+	// noUserID makes the hint for a verified token without a user ID once.
+	noUserID sync.Once
 }
 
 // call is one guarded call, for the answers and the observer.
@@ -177,7 +183,10 @@ func (g *guard) guarded(ctx context.Context, next mcp.MethodHandler, req *mcp.Ca
 			}
 		}
 		if list.NextCursor == "" {
-			return false // no such tool: the SDK answers it
+			// Not listed: hidden by a middleware below, or unknown (the
+			// SDK answers that once it runs). Nothing says it is
+			// read-only, so it is guarded.
+			return true
 		}
 		cursor = list.NextCursor
 	}
@@ -206,6 +215,10 @@ func (g *guard) callTool(ctx context.Context, next mcp.MethodHandler, req *mcp.C
 	case reason != "":
 		return nil, g.refuse(c, observe.Rejected, jsonrpc.CodeInvalidParams, ReasonKeyMalformed,
 			"malformed idempotency key: "+reason+fmt.Sprintf(" (1 to %d visible ASCII characters)", MaxKeyLen))
+	}
+	if n := len(recordKey(c.tool, key)); n > redisstore.MaxFieldLen {
+		return nil, g.refuse(c, observe.Rejected, jsonrpc.CodeInvalidParams, ReasonKeyMalformed,
+			fmt.Sprintf("malformed idempotency key: with the tool's name it makes %d bytes; the limit is %d: use a shorter key", n, redisstore.MaxFieldLen))
 	}
 	c.key = key
 	scope, err := g.scope(c, req)
@@ -243,6 +256,13 @@ func (g *guard) scope(c *call, req *mcp.CallToolRequest) (string, error) {
 	scope, err := g.o.Scope(c.ctx, req)
 	var we *jsonrpc.Error
 	switch {
+	case errors.Is(err, ErrNoUserID):
+		g.noUserID.Do(func() {
+			g.o.Logger.Warn("mcpmw: a call's verified token has no user ID, so the default scope refused it (it never hashes a verified token instead). " +
+				"Set Options.Scope to your authenticated caller (say, from TokenInfo.Extra), or fill in TokenInfo.UserID in your TokenVerifier.")
+		})
+		return "", g.refuse(c, observe.Rejected, jsonrpc.CodeInternalError, ReasonScopeRequired,
+			"the server cannot keep idempotency keys apart by caller: the call's verified token has no user ID, and the server sets no Options.Scope (the server's operator must set it)")
 	case errors.Is(err, ErrNoCredential):
 		scopeHint.Do(func() {
 			g.o.Logger.Error("mcpmw: a call presented no credential the default scope knows (a verified token with a user ID, an Authorization or X-API-Key header), so it was refused. " +
@@ -297,8 +317,11 @@ func (g *guard) claimFailed(c *call, err error) (mcp.Result, error) {
 		g.observe(c, observe.Unavailable, func(e *observe.Event) { e.Err = err })
 		return nil, c.ctx.Err() // the caller is gone
 	case errors.Is(err, redisstore.ErrInvalidRequest):
-		g.o.Logger.Error("mcpmw: call refused by the store", "err", err)
-		return nil, g.refuse(c, observe.Rejected, jsonrpc.CodeInternalError, ReasonScopeInvalid, "the server could not scope the idempotency key")
+		// The key, scope and label are checked before the claim, so this
+		// is a limit of the store the checks do not know.
+		g.o.Logger.Error("mcpmw: the store refused the call as invalid; nothing ran", "tool", c.tool, "err", err)
+		return nil, g.refuse(c, observe.Rejected, jsonrpc.CodeInternalError, ReasonStoreError,
+			"the idempotency store refused to record this call ("+err.Error()+"); nothing ran")
 	case errors.Is(err, redisstore.ErrUnexpectedReply):
 		g.o.Logger.Error("mcpmw: the store answered with something it does not understand; the call was refused", "err", err)
 		return nil, g.refuse(c, observe.Unavailable, jsonrpc.CodeInternalError, ReasonStoreError, "the idempotency store answered unexpectedly")

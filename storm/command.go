@@ -66,6 +66,13 @@ and exactly-once goodput, latency percentiles and a per-second timeline;
 --report writes it as one HTML file. --max-p99, --max-amplification,
 --max-peak-amplification, --min-goodput and --min-exactly-once-goodput are
 thresholds: a broken one makes the exit status 1 whatever the verdict.
+--stages D:R[,D:R...] shapes the arrivals as k6's ramping-arrival-rate does:
+the rate moves linearly to R over each stage's D, from --rate (0 by default
+then), and the run lasts the sum of the stages; each second of the timeline
+has the operations "scheduled" in it beside those "started". --csv FILE
+writes the timeline as CSV, one row per second; --metrics-addr ADDR
+(loopback) serves the live figures at /metrics in the Prometheus text format
+while the storm runs, every name starting with idemkey_storm_.
 --keys, --concurrency and --retry are the burst mode's.
 
 An incident, reproduced: --proxy NAME=LISTEN,UPSTREAM (--tcp-proxy
@@ -122,7 +129,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
-		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration)")
+		rate        = fs.Float64("rate", 0, "load mode: operations started per `second`, on a fixed schedule (default 100 with --duration; with --stages, the rate they start from, default 0)")
 		duration    = fs.Duration("duration", 0, "load mode: how long operations are scheduled (default 10s with --rate)")
 		maxInFlight = fs.Int("max-in-flight", defaultMaxInFlight, "load mode: attempts in flight at most; an operation that waits for a slot is late")
 		attemptTO   = fs.Duration("attempt-timeout", 0, "load mode: give up on one attempt after this long and retry it with the same key (default: none but --timeout)")
@@ -134,6 +141,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		minGoodput  = fs.Float64("min-goodput", 0, "load mode threshold: operations completed per second at least this")
 		minEOGood   = fs.Float64("min-exactly-once-goodput", 0, "load mode threshold: operations completed per second whose key passed, at least this")
 		maxPeakAmp  = fs.Float64("max-peak-amplification", 0, "load mode threshold: the highest amplification of one second at most this")
+		stages      = fs.String("stages", "", "load mode: ramp the arrival rate linearly to R over each stage `D:R[,D:R…]`, from --rate (default 0 with --stages); the run lasts their sum, e.g. 10s:100,30s:100,5s:0")
+		csvFile     = fs.String("csv", "", "load mode: write the timeline as CSV to `file`, one row per second (see storm/README.md)")
+		metricsAddr = fs.String("metrics-addr", "", "load mode: serve the live figures at http://`ADDR`/metrics in the Prometheus text format while the storm runs (loopback only, e.g. 127.0.0.1:9464)")
 	)
 	fs.Var(&countField, "count-field", "a count's member `NAME[=N]` in the --count-url JSON object (dots reach into nested objects), N the side effects each operation makes on it (default 1; 0 for none); repeatable")
 	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
@@ -178,7 +188,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErr("--%s must be at least 1, got %d", c.name, c.v)
 		}
 	}
-	loadMode := set["rate"] || set["duration"]
+	loadMode := set["rate"] || set["duration"] || set["stages"]
 	if loadMode {
 		for _, name := range []string{"keys", "concurrency", "retry", "retry-409"} {
 			if set[name] {
@@ -191,6 +201,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if set[name] {
 				return usageErr("--%s needs load mode: give --rate or --duration", name)
 			}
+		}
+	}
+	for _, name := range []string{"csv", "metrics-addr"} {
+		if set[name] && !loadMode {
+			return usageErr("--%s needs load mode: give --rate, --duration or --stages", name)
 		}
 	}
 	if int64(*keys)*int64(*dups) > maxRequests {
@@ -234,8 +249,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if loadMode {
 		switch {
-		case set["rate"] && !(*rate > 0) || math.IsInf(*rate, 0):
+		case set["rate"] && !set["stages"] && !(*rate > 0) || math.IsInf(*rate, 0):
 			return usageErr("--rate must be a positive number, got %v", *rate)
+		case set["stages"] && (!(*rate >= 0) || math.IsInf(*rate, 0)):
+			return usageErr("--rate must be a number of 0 or more with --stages, got %v", *rate)
+		case set["stages"] && set["duration"]:
+			return usageErr("--stages and --duration are mutually exclusive: the run lasts the sum of the stages")
 		case set["duration"] && *duration <= 0:
 			return usageErr("--duration must be positive, got %s", *duration)
 		case *maxInFlight < 1:
@@ -253,6 +272,19 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErr("--backoff: %v", err)
 		}
 		cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout = *rate, *duration, *maxInFlight, *attemptTO
+		if set["stages"] {
+			st, err := ParseStages(*stages)
+			if err != nil {
+				return usageErr("--stages: %v", err)
+			}
+			cfg.Stages = st
+		}
+		if *metricsAddr != "" {
+			if _, err := checkMetricsAddr(*metricsAddr); err != nil {
+				return usageErr("--metrics-addr: %v", err)
+			}
+			cfg.Metrics = NewMetrics()
+		}
 		cfg.Retries = *retries
 		if cfg.Retries == 0 {
 			cfg.Retries = -1
@@ -286,6 +318,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer files.close()
 		cfg.HistoryFor = files.writer
 		*history = ""
+	}
+	if cfg.Metrics != nil {
+		stop, err := serveMetrics(*metricsAddr, cfg.Metrics, stderr)
+		if err != nil {
+			return usageErr("--metrics-addr: %v", err)
+		}
+		defer stop()
 	}
 	var historyFile *os.File
 	if *history != "" {
@@ -333,6 +372,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *reportFile != "" {
 		if err := rep.WriteHTMLFile(*reportFile); err != nil {
 			fmt.Fprintf(stderr, "idemkey storm: --report: %v\n", err)
+			return 2
+		}
+	}
+	if *csvFile != "" {
+		if err := rep.writeCSVFile(*csvFile); err != nil {
+			fmt.Fprintf(stderr, "idemkey storm: --csv: %v\n", err)
 			return 2
 		}
 	}

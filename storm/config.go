@@ -138,12 +138,23 @@ type Config struct {
 	// operations are started per second, on a fixed schedule that does not
 	// wait for the server (open loop). Each operation has a key of its own
 	// and is sent Dups times at once. Keys and Concurrency are the burst
-	// mode's and are ignored. 0 in load mode means 100.
+	// mode's and are ignored. 0 in load mode means 100, or 0 with Stages
+	// (the rate their ramp starts from).
 	Rate float64
 	// Duration, when positive, selects load mode: operations are scheduled
 	// for Duration, Rate*Duration of them (rounded up), and the run lasts
-	// until the last one has ended. 0 in load mode means 10s.
+	// until the last one has ended. 0 in load mode means 10s, or the sum of
+	// the Stages.
 	Duration time.Duration
+	// Stages, when given, select load mode and shape its arrival rate: it
+	// ramps linearly from Rate (0 by default with stages) to each stage's
+	// rate over the stage's duration (see Stage), and the schedule lasts
+	// the sum of the stages, which Duration must then be 0 or equal. At
+	// most 1000 stages.
+	Stages []Stage
+	// Metrics, when non-nil, receives load mode's live figures as the
+	// storm goes (see Metrics; --metrics-addr serves them).
+	Metrics *Metrics
 	// MaxInFlight bounds the attempts in flight at once in load mode. An
 	// operation whose first attempt has to wait for a slot is late; its
 	// latency still counts from its scheduled start. 0 means 1000.
@@ -256,6 +267,7 @@ func (cfg Config) settings() Settings {
 	}
 	if cfg.loadMode() {
 		s.Mode, s.Rate, s.Duration, s.MaxInFlight, s.AttemptTimeout = modeLoad, cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout
+		s.Stages = cfg.Stages
 		s.Retries, s.BaseDelay, s.MaxDelay = cfg.Retries, cfg.Policy.BaseDelay, cfg.Policy.MaxDelay
 		s.MaxP99, s.MaxAmplification, s.MinGoodput = cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput
 		s.MinExactlyOnceGoodput, s.MaxPeakAmplification = cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification
@@ -265,12 +277,13 @@ func (cfg Config) settings() Settings {
 }
 
 // loadMode reports whether cfg selects load mode.
-func (cfg Config) loadMode() bool { return cfg.Rate > 0 || cfg.Duration > 0 }
+func (cfg Config) loadMode() bool { return cfg.Rate > 0 || cfg.Duration > 0 || len(cfg.Stages) > 0 }
 
 // operations returns the number of operations load mode schedules.
-func (cfg Config) operations() int {
-	return int(math.Ceil(cfg.Rate*cfg.Duration.Seconds() - 1e-9))
-}
+func (cfg Config) operations() int { return cfg.schedule().total() }
+
+// schedule returns load mode's arrival schedule.
+func (cfg Config) schedule() schedule { return newSchedule(cfg.Rate, cfg.Duration, cfg.Stages) }
 
 // connections returns the keep-alive connections the storm's transport
 // keeps: one per worker, or per attempt in flight.
@@ -407,7 +420,13 @@ func normalizeLoad(cfg *Config) error {
 		math.IsNaN(cfg.MinExactlyOnceGoodput) || math.IsNaN(cfg.MaxPeakAmplification):
 		return fmt.Errorf("thresholds must not be negative")
 	}
-	if cfg.Rate == 0 {
+	if len(cfg.Stages) > 0 {
+		if err := checkStages(cfg); err != nil {
+			return err
+		}
+		cfg.Duration, _ = stagesDuration(cfg.Stages)
+	}
+	if cfg.Rate == 0 && len(cfg.Stages) == 0 {
 		cfg.Rate = defaultRate
 	}
 	if cfg.Duration == 0 {
@@ -425,7 +444,7 @@ func normalizeLoad(cfg *Config) error {
 	if cfg.Dups == 0 {
 		cfg.Dups = 1
 	}
-	if n := cfg.Rate * cfg.Duration.Seconds(); n > maxOperations {
+	if n := cfg.schedule().arrivals(); n > maxOperations {
 		return fmt.Errorf("rate x duration must not exceed %d operations", maxOperations)
 	}
 	if cfg.operations() < 1 {

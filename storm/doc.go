@@ -77,6 +77,14 @@
 // latency p50 and p99, amplification). With a terminal as stderr, the
 // command rewrites a progress line once a second.
 //
+// Config.Stages (--stages D:R,…) ramp the arrival rate linearly from Rate
+// to each stage's rate over its duration, as k6's ramping-arrival-rate
+// does; each second of the timeline then has the operations the schedule
+// put in it (Second.Scheduled) beside those that started in it
+// (Second.Started). Report.WriteCSV (--csv) writes the timeline as CSV, one
+// row per second. Config.Metrics (--metrics-addr) receives the live
+// figures, which Metrics serves in the Prometheus text format.
+//
 // # The history
 //
 // Every attempt is recorded (Attempt): its operation and key, its copy and

@@ -12,7 +12,7 @@ func (c *checker) load() *Load {
 	s, rep := c.s, c.rep
 	ld := &Load{
 		Rate: s.Rate, Duration: s.Duration, MaxInFlight: s.MaxInFlight, AttemptTimeout: s.AttemptTimeout,
-		MaxRetries: s.Retries, BaseDelay: s.BaseDelay, MaxDelay: s.MaxDelay,
+		MaxRetries: s.Retries, BaseDelay: s.BaseDelay, MaxDelay: s.MaxDelay, Stages: s.Stages,
 	}
 	ld.Operations.Scheduled = s.Keys
 	var opLat, attLat, lags []time.Duration
@@ -33,6 +33,7 @@ func (c *checker) load() *Load {
 		op := &c.h.Operations[i]
 		sec := at(op.Scheduled)
 		sec.Operations++
+		sec.Scheduled++
 		if op.Late {
 			sec.Late++
 			ld.Operations.Late++
@@ -65,6 +66,7 @@ func (c *checker) load() *Load {
 			continue
 		}
 		ld.Operations.Started++
+		at(first).Started++
 		completed := len(lastOf) >= s.Dups // a copy that sent nothing did not complete
 		for _, a := range lastOf {
 			completed = completed && a != nil && a.final() && a.Class != ClassServerError
@@ -85,6 +87,15 @@ func (c *checker) load() *Load {
 		lastStart = max(lastStart, first)
 	}
 	ld.Operations.NotStarted = ld.Operations.Scheduled - ld.Operations.Started
+	if s.Rate > 0 || len(s.Stages) > 0 {
+		// What an interrupted run never made was scheduled all the same;
+		// a merged history has no one schedule (its total differs).
+		if sched := newSchedule(s.Rate, s.Duration, s.Stages); sched.total() == s.Keys {
+			for i := len(c.h.Operations); i < s.Keys; i++ {
+				at(sched.due(i)).Scheduled++
+			}
+		}
+	}
 	for i := range seconds {
 		p := percentiles(perSecond[i])
 		seconds[i].P50, seconds[i].P99 = p.P50, p.P99
@@ -105,8 +116,11 @@ func (c *checker) load() *Load {
 		ld.Goodput = float64(ld.Operations.Completed) / window.Seconds()
 		ld.ExactlyOnceGoodput = float64(exactlyOnce) / window.Seconds()
 	}
-	if ld.Operations.Started > 0 && s.Rate > 0 {
+	switch {
+	case ld.Operations.Started > 0 && s.Rate > 0 && len(s.Stages) == 0:
 		ld.AchievedRate = float64(ld.Operations.Started) / (lastStart + time.Duration(float64(time.Second)/s.Rate)).Seconds()
+	case ld.Operations.Started > 0 && s.Duration > 0: // a ramp: over the schedule
+		ld.AchievedRate = float64(ld.Operations.Started) / max(s.Duration, lastStart).Seconds()
 	}
 	rep.Latency = ld.Latency
 	return ld

@@ -98,6 +98,9 @@ type Settings struct {
 	Retries        int
 	// BaseDelay and MaxDelay are the load mode's backoff bounds.
 	BaseDelay, MaxDelay time.Duration
+	// Stages are load mode's Config.Stages; Rate is then the rate the
+	// first starts from, and Duration their sum.
+	Stages []Stage
 	// CountURL is Config.CountURL, its password replaced by "***".
 	CountURL string
 	// Counts are the side-effect counts read, in order.

@@ -297,6 +297,7 @@ type settingsJSON struct {
 	Retries               int             `json:"retries,omitempty"`
 	BackoffMinNS          int64           `json:"backoff_min_ns,omitempty"`
 	BackoffMaxNS          int64           `json:"backoff_max_ns,omitempty"`
+	Stages                []stageJSON     `json:"stages,omitempty"`
 	CountURL              string          `json:"count_url,omitempty"`
 	Counts                []countSpecJSON `json:"counts,omitempty"`
 	MaxP99NS              int64           `json:"max_p99_ns,omitempty"`
@@ -330,6 +331,9 @@ func headerJSONOf(h *Header) headerJSON {
 	for _, c := range s.Counts {
 		j.Config.Counts = append(j.Config.Counts, countSpecJSON(c))
 	}
+	for _, st := range s.Stages {
+		j.Config.Stages = append(j.Config.Stages, stageJSON{DurationNS: int64(st.Duration), Rate: st.Rate})
+	}
 	return j
 }
 
@@ -347,6 +351,9 @@ func (j *headerJSON) header() Header {
 	}, Faults: faultsOf(j.Faults), Events: eventsOf(j.Events)}
 	for _, cs := range c.Counts {
 		h.Settings.Counts = append(h.Settings.Counts, CountSpec(cs))
+	}
+	for _, st := range c.Stages {
+		h.Settings.Stages = append(h.Settings.Stages, Stage{Duration: time.Duration(st.DurationNS), Rate: st.Rate})
 	}
 	return h
 }

@@ -349,6 +349,7 @@ func MergeHistories(hs ...*History) (*History, error) {
 	m := &History{Header: first}
 	m.Header.Started = t0
 	m.Header.Settings.Keys, m.Header.Settings.Rate, m.Header.Settings.MaxInFlight, m.Header.Settings.Concurrency = 0, 0, 0, 0
+	m.Header.Settings.Stages = nil // the schedules are the histories', each from its own start
 	m.End = &End{}
 	base := 0
 	var firstStart, lastEnd *History

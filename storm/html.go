@@ -174,8 +174,8 @@ func (r *Report) htmlView() htmlView {
 	if len(r.BrokenThresholds()) > 0 {
 		v.Why += "; thresholds broken"
 	}
-	v.Setup = fmt.Sprintf("%s operations/s for %s (%d scheduled) × %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d",
-		fmtFloat(ld.Rate), ld.Duration, ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout), r.Timeout, ld.MaxRetries)
+	v.Setup = fmt.Sprintf("%s (%d scheduled) × %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d",
+		loadShape(ld.Rate, ld.Duration, ld.Stages), ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout), r.Timeout, ld.MaxRetries)
 	o := ld.Operations
 	lat := func(l Latency) string {
 		return fmt.Sprintf("p50 %s · p90 %s · p99 %s · max %s", fmtDuration(l.P50), fmtDuration(l.P90), fmtDuration(l.P99), fmtDuration(l.Max))

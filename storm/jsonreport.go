@@ -57,6 +57,7 @@ type jsonReport struct {
 	// load mode only
 	Rate             *float64         `json:"rate,omitempty"`
 	DurationMS       *float64         `json:"duration_ms,omitempty"`
+	Stages           []jsonStage      `json:"stages,omitempty"`
 	MaxInFlight      *int             `json:"max_in_flight,omitempty"`
 	AttemptTimeoutMS *float64         `json:"attempt_timeout_ms,omitempty"`
 	MaxRetries       *int             `json:"max_retries,omitempty"`
@@ -151,6 +152,8 @@ type jsonSecond struct {
 	TransportErrors int      `json:"transport_errors"`
 	P50MS           *float64 `json:"p50_ms"`
 	P99MS           *float64 `json:"p99_ms"`
+	Scheduled       int      `json:"scheduled"`
+	Started         int      `json:"started"`
 }
 
 type jsonLatency struct {
@@ -328,7 +331,7 @@ func (j *jsonReport) addLoad(r *Report, ld *Load) {
 	for _, s := range ld.Timeline {
 		js := jsonSecond{T: s.T, Operations: s.Operations, Completed: s.Completed, Late: s.Late, Attempts: s.Attempts, Originals: s.Originals,
 			Replays: s.Replays, InProgress: s.InProgress, RetryLater: s.RetryLater, ServerErrors: s.ServerErrors,
-			Timeouts: s.Timeouts, TransportErrors: s.TransportErrors}
+			Timeouts: s.Timeouts, TransportErrors: s.TransportErrors, Scheduled: s.Scheduled, Started: s.Started}
 		if a, ok := s.Amplification(); ok {
 			js.Amplification = ptr(round3(a))
 			js.P50MS, js.P99MS = ptr(ms(s.P50)), ptr(ms(s.P99))
@@ -336,4 +339,7 @@ func (j *jsonReport) addLoad(r *Report, ld *Load) {
 		timeline = append(timeline, js)
 	}
 	j.Timeline = &timeline
+	for _, st := range ld.Stages {
+		j.Stages = append(j.Stages, jsonStage{DurationMS: ms(st.Duration), Rate: st.Rate})
+	}
 }

@@ -46,10 +46,12 @@ type loader struct {
 	conflicts  atomic.Int64 // 409 answers
 	errs       atomic.Int64 // timeouts, transport errors and 5xx
 	live       *liveHist
-	err        error // why the pacer stopped early; set by the pacer
+	metrics    *Metrics // Config.Metrics; nil records nothing
+	err        error    // why the pacer stopped early; set by the pacer
 }
 
-// load runs the load-mode storm: it schedules Rate*Duration operations and
+// load runs the load-mode storm: it schedules the operations of
+// Config.schedule (Rate*Duration, or the Stages' arrivals) and
 // waits for every one of them to end. It returns the operations created.
 func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun {
 	cfg := r.cfg
@@ -64,7 +66,10 @@ func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun
 			l.operation(ctx, k)
 		}
 	}
-	every := float64(time.Second) / cfg.Rate
+	sched := cfg.schedule()
+	l.metrics = cfg.Metrics
+	l.metrics.begin(sched, start)
+	defer l.metrics.end()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -72,7 +77,7 @@ func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun
 	for i := range total {
 		// The operation is made before its time comes, so that its
 		// start waits for nothing but a worker.
-		due := time.Duration(float64(i) * every)
+		due := sched.due(i)
 		lk := &loadKey{}
 		k := &lk.keyRun
 		k.run = &lk.run
@@ -92,6 +97,7 @@ func (r *runner) load(ctx context.Context, start time.Time, l *loader) []*keyRun
 			break
 		}
 		l.ops = append(l.ops, k)
+		l.metrics.add(counterScheduled)
 		select {
 		case work <- k:
 		default:
@@ -122,9 +128,16 @@ func (l *loader) operation(ctx context.Context, k *keyRun) {
 	end := time.Since(l.start)
 	k.mu.Lock()
 	k.op.Ended = end
-	failed := k.run.failed
+	failed, started := k.run.failed, k.run.started
 	l.history.operation(k.op, true)
 	k.mu.Unlock()
+	if l.metrics != nil {
+		lat := end - k.op.Scheduled
+		if !started {
+			lat = l.cfg.Timeout // as the report counts it
+		}
+		l.metrics.operationEnded(started, failed, lat)
+	}
 	if l.live != nil && !failed {
 		l.live.add(end - k.op.Scheduled)
 	}
@@ -159,8 +172,12 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 		default:
 			if n == 0 {
 				k.mu.Lock()
+				late := !k.op.Late
 				k.op.Late = true
 				k.mu.Unlock()
+				if late {
+					l.metrics.add(counterLate)
+				}
 			}
 			select {
 			case l.slots <- struct{}{}:
@@ -175,6 +192,7 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 			k.mu.Unlock()
 			if first {
 				l.opsStarted.Add(1)
+				l.metrics.add(counterStarted)
 			}
 		}
 		if hasPending {
@@ -185,7 +203,10 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 		if l.cfg.AttemptTimeout > 0 {
 			actx, cancel = context.WithTimeout(octx, l.cfg.AttemptTimeout)
 		}
+		l.metrics.sending(1)
 		a, ok := l.send(ctx, actx, k, false)
+		l.metrics.sending(-1)
+		l.metrics.attempt(a.Class) // an interrupted attempt has no class: not counted, as not recorded
 		if cancel != nil {
 			cancel()
 		}

@@ -12,7 +12,8 @@ import (
 // Load holds load mode's figures (Report.Load); the package documentation
 // defines them.
 type Load struct {
-	// Rate is the operations scheduled per second (Config.Rate).
+	// Rate is the operations scheduled per second (Config.Rate); with
+	// Stages, the rate the first starts from.
 	Rate float64
 	// Duration is the schedule's length (Config.Duration).
 	Duration time.Duration
@@ -24,6 +25,8 @@ type Load struct {
 	MaxRetries int
 	// BaseDelay and MaxDelay are the backoff's bounds (Config.Policy).
 	BaseDelay, MaxDelay time.Duration
+	// Stages are the arrival rate's stages (Config.Stages), from Rate.
+	Stages []Stage
 
 	// Operations counts the operations by what became of them.
 	Operations Operations
@@ -114,6 +117,12 @@ type Second struct {
 	// P50 and P99 are the latency percentiles of the operations scheduled
 	// in this second (those that never started count the whole Timeout).
 	P50, P99 time.Duration
+	// Scheduled is the number of operations the schedule put in this
+	// second: Operations, and those an interrupted run never made.
+	Scheduled int
+	// Started is the number of operations whose first attempt was sent in
+	// this second: the rate achieved, beside Scheduled.
+	Started int
 }
 
 // Amplification returns the second's attempts per operation scheduled in

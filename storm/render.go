@@ -22,8 +22,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "idemkey storm: %s %s\n", r.Method, r.URL)
 	if ld := r.Load; ld != nil {
-		fmt.Fprintf(&b, "  load: %s operations/s for %s (%d scheduled) x %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d, backoff %s,%s, probe %s",
-			fmtFloat(ld.Rate), ld.Duration, ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout),
+		fmt.Fprintf(&b, "  load: %s (%d scheduled) x %d dups, max in flight %d, attempt timeout %s, timeout %s, retries %d, backoff %s,%s, probe %s",
+			loadShape(ld.Rate, ld.Duration, ld.Stages), ld.Operations.Scheduled, r.Dups, ld.MaxInFlight, durationOrNone(ld.AttemptTimeout),
 			r.Timeout, ld.MaxRetries, orDefault(ld.BaseDelay, "100ms"), orDefault(ld.MaxDelay, "10s"), onOff(r.Probe.Enabled))
 	} else {
 		fmt.Fprintf(&b, "  %d keys x %d dups, concurrency %d, timeout %s, retry %s, probe %s",

@@ -2,6 +2,7 @@ package mcpmwtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,7 @@ import (
 // kit is one run: its config, its sessions, and what the checks saw.
 type kit struct {
 	cfg      Config
+	perRun   int // Config.SideEffectsPerRun, or 1
 	mu       sync.Mutex
 	sessions map[string]*mcp.ClientSession
 	closers  []func()
@@ -25,12 +27,8 @@ type kit struct {
 	orig     *mcp.CallToolResult // the original result the later checks compare with
 	start    int                 // SideEffects before the first keyed check
 	counted  bool                // start was read
-}
 
-func (k *kit) close() {
-	for _, c := range k.closers {
-		c()
-	}
+	drop dropper // the lost-response check's
 }
 
 // session returns the session of caller, connecting it the first time.
@@ -41,16 +39,20 @@ func (k *kit) session(ctx context.Context, caller string) (*mcp.ClientSession, e
 		return cs, nil
 	}
 	var cs *mcp.ClientSession
+	var ct mcp.Transport
 	var err error
-	if k.cfg.Connect != nil {
-		cs, err = k.cfg.Connect(ctx, caller)
+	if k.cfg.Transport != nil {
+		ct, err = k.cfg.Transport(ctx, caller)
 	} else {
-		st, ct := mcp.NewInMemoryTransports()
+		var st *mcp.InMemoryTransport
+		st, ct = mcp.NewInMemoryTransports()
 		var ss *mcp.ServerSession
 		if ss, err = k.cfg.Server.Connect(ctx, st, nil); err == nil {
 			k.closers = append(k.closers, func() { _ = ss.Close() })
-			cs, err = mcp.NewClient(&mcp.Implementation{Name: caller, Version: "mcpmwtest"}, nil).Connect(ctx, ct, nil)
 		}
+	}
+	if err == nil {
+		cs, err = mcp.NewClient(&mcp.Implementation{Name: caller, Version: "mcpmwtest"}, nil).Connect(ctx, dropTransport{ct, &k.drop}, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting as %q: %w", caller, err)
@@ -200,8 +202,8 @@ func (k *kit) concurrency(ctx context.Context, t tester) {
 	if originals != 1 {
 		t.Errorf("mcpmwtest: check concurrency failed for %s: %d copies at once with one key got %d original results (want 1: the others replays or in progress)", k.cfg.Tool, k.cfg.Parallel, originals)
 	}
-	if ran != 1 {
-		t.Errorf("mcpmwtest: check concurrency failed for %s: SideEffects rose by %d for %d copies with one key (want 1)", k.cfg.Tool, ran, k.cfg.Parallel)
+	if ran != k.perRun {
+		t.Errorf("mcpmwtest: check concurrency failed for %s: SideEffects rose by %d for %d copies with one key (want %d, one run's)", k.cfg.Tool, ran, k.cfg.Parallel, k.perRun)
 	}
 	for _, p := range problems {
 		t.Errorf("mcpmwtest: check concurrency: %s", p)
@@ -249,8 +251,8 @@ func (k *kit) sideEffects(_ context.Context, t tester) {
 		t.Fatalf("mcpmwtest: check side-effects: the concurrency check did not run")
 		return
 	}
-	if n := k.count() - k.start; n != 1 {
-		t.Errorf("mcpmwtest: check side-effects failed for %s: one call (concurrent copies, a replay, a reuse of its key) made %d side effects (want 1)", k.cfg.Tool, n)
+	if n := k.count() - k.start; n != k.perRun {
+		t.Errorf("mcpmwtest: check side-effects failed for %s: one call (concurrent copies, a replay, a reuse of its key) made %d side effects (want %d, one run's)", k.cfg.Tool, n, k.perRun)
 	}
 }
 
@@ -258,15 +260,89 @@ func (k *kit) lostResponse(ctx context.Context, t tester) {
 	t.Helper()
 	key := newKey()
 	before := k.count()
-	first := k.untilFinal(ctx, k.cfg.Caller, key, k.cfg.Arguments) // its result is dropped
-	lost := first[len(first)-1]
+	dropped := k.drop.arm(key)
+	defer k.drop.disarm()
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan answer, 1)
+	go func() { done <- k.call(cctx, k.cfg.Caller, key, k.cfg.Arguments) }()
+	var lost []byte
+	select {
+	case lost = <-dropped:
+		cancel() // the caller gives up on the answer it never got
+		<-done
+	case a := <-done:
+		cancel()
+		t.Errorf("mcpmwtest: check lost-response for %s: the kit could not drop the response: the call ended before it came: %s", k.cfg.Tool, a.describe())
+		return
+	}
+	var resp struct {
+		Result *mcp.CallToolResult `json:"result"`
+		Error  json.RawMessage     `json:"error"`
+	}
+	if err := json.Unmarshal(lost, &resp); err != nil || resp.Result == nil {
+		t.Errorf("mcpmwtest: check lost-response failed for %s: the response the kit dropped is not a tool result: %.300s", k.cfg.Tool, lost)
+		return
+	}
+	t.Logf("mcpmwtest: lost-response: dropped the response to the first call (%d bytes) and called again", len(lost))
 	a := k.untilFinal(ctx, k.cfg.Caller, key, k.cfg.Arguments)
 	last := a[len(a)-1]
-	if last.err != nil || !mcpmw.Replayed(last.res) || (lost.err == nil && !same(lost.res, last.res)) {
-		t.Errorf("mcpmwtest: check lost-response failed for %s: the retry of a call whose result was lost is not its replay: %s", k.cfg.Tool, last.describe())
+	if last.err != nil || !mcpmw.Replayed(last.res) || !same(resp.Result, last.res) {
+		t.Errorf("mcpmwtest: check lost-response failed for %s: the retry of a call whose response was lost after the tool ran is not the replay of that response: %s", k.cfg.Tool, last.describe())
 	}
-	if n := k.count() - before; n != 1 {
-		t.Errorf("mcpmwtest: check lost-response failed for %s: SideEffects rose by %d for a call and its retry (want 1)", k.cfg.Tool, n)
+	if n := k.count() - before; n != k.perRun {
+		t.Errorf("mcpmwtest: check lost-response failed for %s: SideEffects rose by %d for a call whose response was lost and its retry (want %d, one run's)", k.cfg.Tool, n, k.perRun)
+	}
+}
+
+func (k *kit) sameCaller(ctx context.Context, t tester) {
+	t.Helper()
+	switch {
+	case k.cfg.SameCaller == "":
+		t.Skipf("mcpmwtest: check same-caller skipped: no Config.SameCaller")
+		return
+	case k.orig == nil:
+		t.Fatalf("mcpmwtest: check same-caller: no original result to compare with (see concurrency)")
+		return
+	}
+	before := k.count()
+	a := k.untilFinal(ctx, k.cfg.SameCaller, k.key, k.cfg.Arguments)
+	last := a[len(a)-1]
+	if last.err != nil || !mcpmw.Replayed(last.res) || !same(k.orig, last.res) {
+		t.Errorf("mcpmwtest: check same-caller failed for %s: %q (Config.SameCaller: %q with another credential) with %q's key did not get the replay: %s. "+
+			"The scope follows the credential, not the caller (mcpmw.DefaultScope hashes the Authorization header): set mcpmw's Options.Scope to the authenticated caller",
+			k.cfg.Tool, k.cfg.SameCaller, k.cfg.Caller, k.cfg.Caller, last.describe())
+	}
+	if n := k.count() - before; n != 0 {
+		t.Errorf("mcpmwtest: check same-caller failed for %s: SideEffects rose by %d: the call ran again for the same caller", k.cfg.Tool, n)
+	}
+}
+
+func (k *kit) crashResume(ctx context.Context, t tester) {
+	t.Helper()
+	if k.cfg.Crash == nil {
+		t.Skipf("mcpmwtest: check crash-resume skipped: no Config.Crash")
+		return
+	}
+	key := newKey()
+	before := k.count()
+	crashed := k.callMeta(ctx, k.cfg.Caller, k.cfg.Arguments, func(m mcp.Meta) {
+		k.cfg.Crash(m)
+		m[mcpmw.MetaKey] = key
+	})
+	if crashed.err == nil {
+		t.Errorf("mcpmwtest: check crash-resume failed for %s: the first attempt, crashed by Config.Crash, got a result: %s; does Config.Crash make the tool crash (panic)?", k.cfg.Tool, crashed.describe())
+		return
+	}
+	a := k.untilFinal(ctx, k.cfg.Caller, key, k.cfg.Arguments)
+	last := a[len(a)-1]
+	switch {
+	case last.err != nil || last.res.IsError:
+		t.Errorf("mcpmwtest: check crash-resume failed for %s: the retry of a crashed call did not complete it: %s", k.cfg.Tool, last.describe())
+	case mcpmw.Replayed(last.res):
+		t.Errorf("mcpmwtest: check crash-resume failed for %s: the retry of a crashed call got a replay: %s; the crashed attempt stored a result", k.cfg.Tool, last.describe())
+	}
+	if n := k.count() - before; n != k.perRun {
+		t.Errorf("mcpmwtest: check crash-resume failed for %s: SideEffects rose by %d for a crashed call and its retry (want %d, one run's: the retry must resume from the crashed attempt's checkpoint, mcpmw.RecoveryPoint, not do it again)", k.cfg.Tool, n, k.perRun)
 	}
 }
 
@@ -285,8 +361,8 @@ func (k *kit) scope(ctx context.Context, t tester) {
 	case mcpmw.Replayed(last.res):
 		t.Errorf("mcpmwtest: check scope failed for %s: %q with %q's key got %q's result replayed: callers share a scope", k.cfg.Tool, k.cfg.OtherCaller, k.cfg.Caller, k.cfg.Caller)
 	}
-	if n := k.count() - before; n != 1 {
-		t.Errorf("mcpmwtest: check scope failed for %s: SideEffects rose by %d for another caller's first call (want 1)", k.cfg.Tool, n)
+	if n := k.count() - before; n != k.perRun {
+		t.Errorf("mcpmwtest: check scope failed for %s: SideEffects rose by %d for another caller's first call (want %d, one run's)", k.cfg.Tool, n, k.perRun)
 	}
 }
 
