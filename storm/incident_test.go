@@ -517,3 +517,23 @@ func runArmsJSON(t *testing.T, args ...string) (int, struct {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &j), "stdout: %q stderr: %q", stdout, stderr)
 	return code, j, stderr
 }
+
+// --csv with several arms: each arm's timeline, its rows named by its
+// policy.
+func TestIncidentCSVHasARowPerSecondPerArm(t *testing.T) {
+	srv, _ := newIdempotentServer(t)
+	path := t.TempDir() + "/timeline.csv"
+	code, j, stderr := runArmsJSON(t, "--url", srv.URL, "--rate", "20", "--duration", "2s", "--no-probe",
+		"--retry-policy", "naive,budget", "--csv", path)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	rows := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.True(t, strings.HasPrefix(rows[0], "arm,t,"), rows[0])
+	arms := map[string]int{}
+	for _, row := range rows[1:] {
+		arm, _, _ := strings.Cut(row, ",")
+		arms[arm]++
+	}
+	require.Equal(t, map[string]int{"naive": len(j.Arms[0].Timeline), "budget": len(j.Arms[1].Timeline)}, arms)
+}
