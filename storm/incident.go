@@ -96,9 +96,10 @@ type Recovery struct {
 	// TriggerStart is when the first trigger began, TriggerEnd when the
 	// last one ended, from the run's start.
 	TriggerStart, TriggerEnd time.Duration
-	// BaselineGoodput is the operations completed per second, and
-	// BaselineP99 their p99 latency, over the whole seconds before the
-	// first trigger.
+	// BaselineGoodput is the operations completed per second over the
+	// whole seconds before the first trigger, and BaselineP99 the p99
+	// latency of those of their operations that ended before it (one
+	// still going when it began met it).
 	BaselineGoodput float64
 	BaselineP99     time.Duration
 	// Recovered reports that the run recovered before its schedule
@@ -421,9 +422,10 @@ func (c *checker) recovery() *Recovery {
 		if op.Scheduled >= time.Duration(base)*time.Second {
 			continue
 		}
-		if len(op.Attempts) == 0 || op.Ended == 0 {
+		switch {
+		case len(op.Attempts) == 0 || op.Ended == 0:
 			baseLat = append(baseLat, c.s.Timeout)
-		} else {
+		case op.Ended <= first: // one still going when the trigger began met it: not the baseline's
 			baseLat = append(baseLat, op.Ended-op.Scheduled)
 		}
 	}

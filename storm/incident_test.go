@@ -393,10 +393,22 @@ func TestRecoveryMeasuresTheTimeBackToTheBaseline(t *testing.T) {
 			}
 		})
 	}
-	// No whole second before the trigger: no baseline, no recovery.
-	h := timedHistory(10, 5, func(int) time.Duration { return 10 * time.Millisecond })
-	h.Header.Events = []Event{{At: 500 * time.Millisecond, Command: "true", ExitCode: -1}}
+	// An operation still going when the trigger began met it: it is not
+	// the baseline's p99.
+	h := timedHistory(10, 10, func(int) time.Duration { return 10 * time.Millisecond })
+	h.Header.Faults = fault
+	last := &h.Operations[19] // scheduled at 1.9s
+	last.Ended = last.Scheduled + 3*time.Second
+	last.Attempts[0].Done = last.Ended
 	rep, err := Check(h)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Millisecond, rep.Recovery.BaselineP99)
+	require.Equal(t, 10.0, rep.Recovery.BaselineGoodput)
+
+	// No whole second before the trigger: no baseline, no recovery.
+	h = timedHistory(10, 5, func(int) time.Duration { return 10 * time.Millisecond })
+	h.Header.Events = []Event{{At: 500 * time.Millisecond, Command: "true", ExitCode: -1}}
+	rep, err = Check(h)
 	require.NoError(t, err)
 	require.Nil(t, rep.Recovery)
 	require.Len(t, rep.Events, 1)
