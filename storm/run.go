@@ -83,19 +83,10 @@ type runner struct {
 	probed       atomic.Int64 // keys probed
 }
 
-// runArm executes the storm described by cfg, one arm (see Run): the counts read (with
-// CountURL), the storm, the late probe (unless NoProbe) and the second
-// read, and returns its report: Check's verdict over the history the storm
-// recorded, which Config.History receives as the storm goes. It returns an
-// error wrapping ErrInvalidConfig, and no report, when cfg is invalid, and
-// an error wrapping ErrCount, and no report, when CountURL cannot be read
-// before the storm. When ctx is cancelled before the storm completes, Run
-// stops sending, waits for the requests in flight to be abandoned and
-// returns the partial report, marked Interrupted, together with ctx.Err();
-// the probe and the second count read are skipped then. When
-// Config.History cannot be written, Run still runs the storm and returns
-// its report, with an error wrapping ErrHistory. Run is safe for
-// concurrent use with distinct Configs.
+// runArm runs one arm of a storm (Run has the rest): the counts read
+// (with CountURL), the storm, the late probe (unless NoProbe) and the
+// second read, and returns Check's verdict over the history it recorded,
+// with Run's errors. cfg.arm starts and ends the arm's incident.
 func runArm(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, target, err := normalize(cfg)
 	if err != nil {
