@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -14,13 +15,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // One attempt: its request, sent, and its answer taken in.
 
 // send sends one HTTP request for k, bounded by rctx. ok is false when ctx
-// (the storm's) was cancelled, in which case the attempt is not recorded.
-// The caller numbers the attempt and records it.
+// (the storm's) was cancelled before the answer was complete: the attempt
+// is then a transport error whose Error is "interrupted" (it was sent, and
+// may have run), and the caller records it and stops. The caller numbers
+// the attempt and records it.
 func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a result, ok bool) {
 	h := r.header(k)
 	req := r.newRequest(rctx, k, h)
@@ -44,7 +48,8 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a resul
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return result{}, false
+			a.failed(errInterrupted, a.Sent+time.Since(start), false)
+			return a, false
 		}
 		a.failed(err, a.Sent+time.Since(start), rctx.Err() != nil)
 		return a, true
@@ -60,21 +65,27 @@ func (r *runner) send(ctx, rctx context.Context, k *keyRun, probe bool) (a resul
 	if err != nil {
 		sinks.Put(s)
 		if ctx.Err() != nil {
-			return result{}, false
+			a.failed(errInterrupted, a.Done, false)
+			return a, false
 		}
 		a.failed(fmt.Errorf("reading %d response body: %w", resp.StatusCode, err), a.Done, rctx.Err() != nil)
 		return a, true
 	}
 	putHeader(h) // the body is closed: net/http is done with the request
 	s.h.Sum(a.BodySHA256[:0])
-	if len(s.snip) > 0 {
-		a.Snippet = string(s.snip)
+	if snip := wholeRunes(s.snip); len(snip) > 0 {
+		a.Snippet = string(snip)
 	}
 	a.Oversize = s.problem != nil && isTooLarge(s.problem, a.Status)
 	a.Class = classOf(a.Status, a.Replayed, false, false)
 	sinks.Put(s)
 	return a, true
 }
+
+// errInterrupted ends an attempt in flight when the storm is interrupted
+// (its context cancelled): it is recorded as a transport error, since it
+// was sent and may have run.
+var errInterrupted = errors.New("interrupted")
 
 // failed makes a the attempt that err ended at done, cut by the client's
 // own timeout if timeout.
@@ -195,6 +206,21 @@ func (s *sink) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// wholeRunes returns b without a UTF-8 sequence cut short at its end (the
+// snippet is the body's first snippetLen bytes, which may end in the
+// middle of a rune); other bytes are left as they are.
+func wholeRunes(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // isProblem reports whether a Content-Type is application/problem+json.

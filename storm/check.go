@@ -1,13 +1,17 @@
 package storm
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
 // Check judges a history: every key by the rules (RuleAtMostOnce and the
-// others; see the package documentation), the side-effect counts against
-// the operations, and with a ledger (History.Ledger) at most once key by
+// others; see the package documentation) on all its attempts, whichever
+// operations sent them (Report.Keys counts distinct keys), the side-effect
+// counts against the operations, and with a ledger (History.Ledger) at most once key by
 // key; then it computes the figures and the thresholds, and returns the
 // report the storm that recorded the history returned. It is the storm's
 // own verdict: Run calls it on the history it recorded. Check is a pure
@@ -38,7 +42,9 @@ type checker struct {
 	h        *History
 	s        Settings
 	maxList  int
-	verdicts []keyVerdict // per operation; the Failure kept only for keys that did not pass
+	verdicts []keyVerdict // per key (units); the Failure kept only for keys that did not pass
+	units    []*Operation // the operations grouped by key: one per distinct key
+	unitOf   []int        // per operation, its key's index in units
 	rep      *Report
 	keys     map[string]bool // the history's keys, for the ledger's summary
 
@@ -64,9 +70,10 @@ func (c *checker) run() *Report {
 
 	var latencies []time.Duration
 	firstErr := ""
-	c.verdicts = make([]keyVerdict, len(h.Operations))
-	for i := range h.Operations {
-		op := &h.Operations[i]
+	c.groupByKey()
+	rep.Keys -= len(h.Operations) - len(c.units) // a key is judged once, however many operations sent it
+	c.verdicts = make([]keyVerdict, len(c.units))
+	for i, op := range c.units {
 		kv := judgeKey(op)
 		for j := range op.Attempts {
 			a := &op.Attempts[j]
@@ -134,16 +141,11 @@ func (c *checker) run() *Report {
 		c.verdicts[i] = kv
 	}
 	if rep.Ledger != nil {
-		for key := range ledger {
-			rep.Ledger.Keys++
-			if !c.hasKey(key) {
-				rep.Ledger.OtherKeys++
-			}
-		}
+		c.ledgerAgrees(ledger)
 	}
 	rep.Errors = rep.TransportErrors + rep.ServerErrors
 	rep.Latency = percentiles(latencies)
-	if rep.Responses == 0 && rep.Requests > 0 {
+	if rep.Responses == 0 && rep.Requests > 0 && !interrupted {
 		rep.Error = fmt.Sprintf("no HTTP response: all %d requests failed (first error: %v)", rep.Requests, firstErr)
 	}
 
@@ -161,6 +163,39 @@ func (c *checker) run() *Report {
 	return rep
 }
 
+// groupByKey groups the operations by key (units, unitOf): one key's
+// attempts may come from several operations, as from several histories
+// merged (several load generators sending the same key), and the rules
+// judge a key on all of them, in the order they were sent.
+func (c *checker) groupByKey() {
+	ops := c.h.Operations
+	c.units = make([]*Operation, 0, len(ops))
+	c.unitOf = make([]int, len(ops))
+	byKey := make(map[string]int, len(ops))
+	shared := map[int]bool{} // the units of several operations: copies (h is not modified)
+	for i := range ops {
+		u, ok := byKey[ops[i].Key]
+		switch {
+		case !ok:
+			u = len(c.units)
+			byKey[ops[i].Key] = u
+			c.units = append(c.units, &ops[i])
+		case !shared[u]:
+			first := *c.units[u]
+			first.Attempts = slices.Clone(first.Attempts)
+			c.units[u] = &first
+			shared[u] = true
+			fallthrough
+		default:
+			c.units[u].Attempts = append(c.units[u].Attempts, ops[i].Attempts...)
+		}
+		c.unitOf[i] = u
+	}
+	for u := range shared {
+		slices.SortStableFunc(c.units[u].Attempts, func(a, b Attempt) int { return cmp.Compare(a.Sent, b.Sent) })
+	}
+}
+
 // hasKey reports whether the history has an operation with key.
 func (c *checker) hasKey(key string) bool {
 	if c.keys == nil {
@@ -172,10 +207,50 @@ func (c *checker) hasKey(key string) bool {
 	return c.keys[key]
 }
 
+// ledgerAgrees counts the ledger's keys, and says why the ledger disagrees
+// with the history, if it does: keys the history does not have (the ledger
+// is another run's, or the history is incomplete) or malformed effects (no
+// key, a negative attempt). Such a ledger cannot vouch for the history's
+// keys: the verdict is inconclusive (LedgerSummary.Disagreement).
+func (c *checker) ledgerAgrees(ledger map[string]int) {
+	l := c.rep.Ledger
+	var other []string
+	for key := range ledger {
+		l.Keys++
+		if !c.hasKey(key) {
+			l.OtherKeys++
+			other = append(other, key)
+		}
+	}
+	for _, e := range c.h.Ledger {
+		if malformedEffect(e) {
+			l.Malformed++
+		}
+	}
+	var why []string
+	if l.OtherKeys > 0 {
+		slices.Sort(other)
+		why = append(why, fmt.Sprintf("%s not in the history (%q first)", plural(l.OtherKeys, "key"), other[0]))
+	}
+	if l.Malformed > 0 {
+		why = append(why, fmt.Sprintf("%s malformed (no usable key, or a negative attempt)", plural(l.Malformed, "effect")))
+	}
+	if len(why) > 0 {
+		l.Disagreement = "the ledger disagrees with the history: " + strings.Join(why, "; ")
+	}
+}
+
+// malformedEffect reports whether a ledger line is unusable: no key, or a
+// negative attempt.
+func malformedEffect(e Effect) bool { return e.Key == "" || e.Attempt < 0 }
+
 // applyLedger decides at most once for one key from the executions the
-// ledger shows for it.
+// ledger shows for it: two or more fail it; an unproven key passes only
+// with exactly one.
 func (c *checker) applyLedger(kv *keyVerdict, executions int) {
 	switch {
+	case kv.unproven && executions == 0:
+		kv.failure.Reason = "the ledger shows no execution; " + kv.failure.Reason
 	case executions > 1:
 		reason := fmt.Sprintf("the ledger shows %d executions", executions)
 		if kv.class == classFailed {
@@ -185,7 +260,7 @@ func (c *checker) applyLedger(kv *keyVerdict, executions int) {
 		}
 		kv.class, kv.rule, kv.unproven = classFailed, RuleAtMostOnce, false
 		kv.failure.Rule = kv.rule
-	case kv.unproven:
+	case kv.unproven && executions == 1:
 		kv.resolve()
 		c.resolvedByLedger++
 	}
@@ -206,6 +281,9 @@ func ledgerExecutions(effects []Effect) map[string]int {
 	}
 	keys := map[string]*tally{}
 	for _, e := range effects {
+		if malformedEffect(e) {
+			continue
+		}
 		t := keys[e.Key]
 		if t == nil {
 			t = &tally{ids: map[string]bool{}, effects: map[string]int{}}
@@ -229,9 +307,11 @@ func ledgerExecutions(effects []Effect) map[string]int {
 }
 
 // keyTally counts the keys by what they allow a count to have grown by:
-// those that ran exactly once (passed, or with a final answer and only
-// the probe in doubt), unproven ones (once at least; more would show in
-// the count), and those sent without a final answer (at most once).
+// those whose final answer was a success (2xx or 3xx) ran exactly once
+// (passed, or only the probe in doubt) or, unproven, once at least (more
+// would show in the count); those sent that ended otherwise (a 4xx, a 5xx,
+// timeouts: no final answer or a refusal) are not expected to have run,
+// nor not to have: at most once.
 type keyTally struct{ once, unproven, maybe, failed int }
 
 func (c *checker) keyTally() keyTally {
@@ -241,9 +321,9 @@ func (c *checker) keyTally() keyTally {
 		switch {
 		case kv.class == classFailed:
 			t.failed++
-		case kv.unproven:
+		case kv.final && succeeded(kv.finalStatus) && kv.unproven:
 			t.unproven++
-		case kv.class == classPassed || kv.final:
+		case kv.final && succeeded(kv.finalStatus):
 			t.once++
 		case kv.sent:
 			t.maybe++
@@ -251,6 +331,10 @@ func (c *checker) keyTally() keyTally {
 	}
 	return t
 }
+
+// succeeded reports whether a final answer's status says the operation
+// took: 2xx or 3xx.
+func succeeded(status int) bool { return status >= 200 && status < 400 }
 
 // judgeCounts checks every count read against the operations, and lets
 // the counts decide the unproven keys: when every count whose operations
@@ -264,7 +348,7 @@ func (c *checker) judgeCounts() {
 	t := c.keyTally()
 	exact, judged := true, false
 	for _, f := range s.Counts {
-		cnt := Count{URL: s.CountURL, Field: f.Field, Want: f.Want, Operations: s.Keys}
+		cnt := Count{URL: s.CountURL, Field: f.Field, Want: f.Want, Operations: rep.Keys}
 		if r, ok := c.h.Counts[f.Field]; ok {
 			cnt.Before, cnt.After, cnt.Read, cnt.Error = r.Before, r.After, r.Read, r.Error
 		} else {
@@ -322,7 +406,7 @@ func (c *checker) tally() {
 	}
 	for i := range c.verdicts {
 		kv := &c.verdicts[i]
-		key := c.h.Operations[i].Key
+		key := c.units[i].Key
 		switch kv.class {
 		case classPassed:
 			rep.KeysPassed++

@@ -15,12 +15,14 @@ Judges the history that 'idemkey storm --history' wrote, offline: the same
 rules, the same report and the same exit status as the storm that wrote it.
 Several histories (one per load generator of the same storm) are judged
 together, as one storm, each shifted by the difference of its start time
-from the earliest.
+from the earliest. A key is judged on all its attempts, whichever
+operation or file they come from; the same file given twice is refused.
 
 With --ledger FILE (JSON Lines, one line per side effect the service made:
 {"key": "...", "effect": "charge"}), at most once is decided key by key from
-the ledger: a key with two executions fails, an unproven key with one
-passes.
+the ledger: a key with two executions fails, an unproven key passes only
+with exactly one. A ledger with keys the history does not have, or with
+malformed effects, makes the verdict inconclusive.
 
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
 broken threshold, 2 usage error, a file that is not a history, or not a
@@ -69,6 +71,19 @@ func CheckCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(files) == 0 {
 		return usageErr("no history file given")
+	}
+	var seen []os.FileInfo
+	for _, name := range files {
+		fi, err := os.Stat(name)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		for i, prev := range seen {
+			if os.SameFile(fi, prev) {
+				return usageErr("%s and %s: the same history given twice (its attempts would count twice)", files[i], name)
+			}
+		}
+		seen = append(seen, fi)
 	}
 	var hs []*History
 	for _, name := range files {

@@ -88,12 +88,23 @@ func TestCheckCommandLedgerDecidesKeyByKey(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stdout, "key-0  [at-most-once] the ledger shows 2 executions")
 	require.Contains(t, stdout, "verdict: FAIL (1 of 1 keys failed)")
+
+	// A ledger of another run, or malformed: inconclusive, with the reason
+	// (it passed, or was a usage error, before).
+	require.NoError(t, os.WriteFile(ledger, []byte(`{"key":"key-0","effect":"charge"}`+"\n"+`{"key":"other-run","effect":"charge"}`+"\n"+
+		`{"effect":"charge"}`+"\n"), 0o600))
+	code, stdout, stderr = runCheck(path, "--ledger", ledger)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stdout, "ledger         3 side effects for 2 keys (1 of them not the history's), 1 malformed")
+	require.Contains(t, stdout, `verdict: INCONCLUSIVE (the ledger disagrees with the history: 1 key not in the history ("other-run" first); 1 effect malformed (no usable key, or a negative attempt))`)
 }
 
 func TestCheckCommandUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	notHistory := filepath.Join(dir, "x.jsonl")
 	require.NoError(t, os.WriteFile(notHistory, []byte(`{"hello":1}`+"\n"), 0o600))
+	junk := filepath.Join(dir, "junk.txt")
+	require.NoError(t, os.WriteFile(junk, []byte("key,effect\nk,charge\n"), 0o600))
 	h := burst([]Attempt{att(ClassOriginal, 201, "a", 0, 1)})
 	burstFile := filepath.Join(dir, "b.jsonl")
 	f, err := os.Create(burstFile)
@@ -110,9 +121,10 @@ func TestCheckCommandUsageErrors(t *testing.T) {
 		"not a history":     {[]string{notHistory}, "the first line is not a history header"},
 		"an unknown flag":   {[]string{"--nope", burstFile}, "flag provided but not defined"},
 		"a missing ledger":  {[]string{burstFile, "--ledger", filepath.Join(dir, "nope")}, "--ledger"},
-		"a ledger of junk":  {[]string{burstFile, "--ledger", notHistory}, "--ledger"},
+		"a ledger of junk":  {[]string{burstFile, "--ledger", junk}, "--ledger"},
 		"HTML of a burst":   {[]string{burstFile, "--report", filepath.Join(dir, "r.html")}, "--report needs a load-mode history"},
 		"mismatched storms": {[]string{burstFile, writeLoad(t, dir)}, "differs from the first"},
+		"one file twice":    {[]string{burstFile, filepath.Join(dir, ".", "b.jsonl")}, "given twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCheck(tc.args...)

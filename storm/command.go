@@ -33,7 +33,8 @@ and the verdict is a check over that record, key by key, by named rules:
                      have run too, is unproven: inconclusive, unless a count
                      decides it
   retries-not-final  a 5xx, 408, 425, 429 or 503 that storm retried is neither
-                     an execution nor a final answer
+                     an execution nor a final answer (a 5xx never is: idemkey
+                     releases the key, and the retry runs it)
   one-answer         every final answer has the same status and body
   no-lost-success    the late probe gets an identical replay
   liveness           a key without a final answer is inconclusive
@@ -43,9 +44,9 @@ the keys allow, inconclusive when a key is inconclusive (or the run was
 interrupted, or a count unreadable), pass otherwise.
 
 --count-url URL --count-field NAME[=N] (repeatable) reads side-effect counts
-before and after: each must grow by N (default 1) per key that ran, plus at
-most N per key without a final answer; exactly that proves the unproven keys
-ran once.
+before and after (--settle after the last attempt, when one lost its answer): each must grow by N (default 1) per key whose final answer
+was a 2xx or 3xx, plus at most N per other key sent (a 4xx, or no final
+answer); exactly that proves the unproven keys ran once.
 
 In -H values and in the body, {n} stands for the key's index (0 to keys-1)
 and {key} for the key itself, e.g. -H 'X-User: user-{n}'.
@@ -126,6 +127,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		countURL   = fs.String("count-url", "", "read side-effect counts (--count-field) from this JSON `URL` before and after the storm")
 		countField countFlag
 		history    = fs.String("history", "", "write every attempt to `file` as JSON Lines, streamed, for 'idemkey check'")
+		settle     = fs.Duration("settle", 0, "with --count-url: wait this long after the last attempt before reading the counts, when an attempt lost its answer, so that executions still running behind client timeouts are counted (default: the attempt timeout, --attempt-timeout or --timeout; 0 for none)")
 		asJSON     = fs.Bool("json", false, "print the report as one JSON object")
 	)
 	var (
@@ -146,7 +148,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		metricsAddr = fs.String("metrics-addr", "", "load mode: serve the live figures at http://`ADDR`/metrics in the Prometheus text format while the storm runs (loopback only, e.g. 127.0.0.1:9464)")
 	)
 	fs.Var(&countField, "count-field", "a count's member `NAME[=N]` in the --count-url JSON object (dots reach into nested objects), N the side effects each operation makes on it (default 1; 0 for none); repeatable")
-	const retryUsage = "retry 409, 408, 425, 429, 503 and transport errors with the same key after Retry-After, until a final answer or --timeout"
+	const retryUsage = "retry 409, 408, 425, 429, 500, 502, 503, 504 and transport errors with the same key after Retry-After, until a final answer or --timeout"
 	fs.BoolVar(&retry, "retry", false, retryUsage)
 	fs.BoolVar(&retry, "retry-409", false, "the same as --retry")
 	fs.Var(&headers, "H", "extra request `header` \"Name: value\" (repeatable); {n} and {key} are replaced")
@@ -220,6 +222,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if (*countURL == "") != (len(countField) == 0) {
 		return usageErr("--count-url and --count-field go together")
 	}
+	if set["settle"] && *countURL == "" {
+		return usageErr("--settle needs --count-url: it is the wait before the counts are read")
+	}
+	if *settle < 0 {
+		return usageErr("--settle must not be negative, got %s", *settle)
+	}
 	if *countURL != "" {
 		if _, err := httpflag.ParseURL(*countURL); err != nil {
 			return usageErr("--count-url: %v", err)
@@ -246,6 +254,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoProbe:     *noProbe,
 		CountURL:    *countURL,
 		Counts:      countField,
+		Settle:      *settle,
+	}
+	if set["settle"] && *settle == 0 {
+		cfg.Settle = -1 // none
 	}
 	if loadMode {
 		switch {

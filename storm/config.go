@@ -86,8 +86,9 @@ type Config struct {
 	// response body, and with Retry the waits between them; 0 means 10s.
 	Timeout time.Duration
 	// Retry makes a worker ask again, with the same key, after an answer
-	// that is not final (409, 408, 425, 429, 503 without the replay
-	// header, or a transport error), after its Retry-After, until a final
+	// that is not final (409, 408, 425, 429, 503, and 500, 502, 504 as
+	// idemclient retries them, without the replay header, or a transport
+	// error), after its Retry-After, until a final
 	// answer arrives or Timeout runs out. The late probe retries the same
 	// way. Load mode has its own retries (Retries, Policy) and always
 	// retries its late probe like this.
@@ -100,8 +101,9 @@ type Config struct {
 	// CountURL, when set, is read with GET before and after the storm; the
 	// JSON numbers at CountField and Counts in its answer count the side
 	// effects the server made. The storm fails unless each grew by its
-	// Want times the keys that ran, plus at most Want per key sent without
-	// a final answer (whose answers were lost, not necessarily its run);
+	// Want times the keys whose final answer was a 2xx or 3xx, plus at
+	// most Want per other key sent (a 4xx, or no final answer: its answers
+	// were lost, not necessarily its run);
 	// a count that grew by exactly the least proves that the unproven keys
 	// ran once. The request carries no storm headers.
 	CountURL string
@@ -197,6 +199,15 @@ type Config struct {
 	// amplification of one second of the timeline. 0: no threshold.
 	MaxPeakAmplification float64
 
+	// Settle is how long the storm waits after its last attempt (the late
+	// probe's included) before reading the counts after it (CountURL), so
+	// that executions still running on the server behind the client's
+	// timeouts are counted. It is waited only when an attempt lost its
+	// answer (a timeout or a transport error): otherwise every execution
+	// had answered. 0 means the attempt timeout (AttemptTimeout in load
+	// mode when set, else Timeout); a negative value, none.
+	Settle time.Duration
+
 	// History, when non-nil, receives the storm's history as JSON Lines
 	// (see History and storm/README.md), streamed as the storm goes
 	// through a buffer of fixed size. Run writes to it from several
@@ -264,6 +275,9 @@ func (cfg Config) settings() Settings {
 		Mode: modeBurst, KeyHeader: cfg.KeyHeader, Keys: cfg.Keys, Dups: cfg.Dups, Concurrency: cfg.Concurrency,
 		Timeout: cfg.Timeout, Retry: cfg.Retry, MaxRetries: cfg.MaxRetries, Probe: !cfg.NoProbe,
 		CountURL: redactURL(cfg.CountURL), Counts: cfg.counts(), MaxFailures: cfg.MaxFailures,
+	}
+	if len(s.Counts) > 0 {
+		s.Settle = cfg.Settle
 	}
 	if cfg.loadMode() {
 		s.Mode, s.Rate, s.Duration, s.MaxInFlight, s.AttemptTimeout = modeLoad, cfg.Rate, cfg.Duration, cfg.MaxInFlight, cfg.AttemptTimeout
@@ -355,6 +369,14 @@ func normalize(cfg Config) (Config, *url.URL, error) {
 	}
 	if cfg.MaxFailures == 0 {
 		cfg.MaxFailures = defaultMaxFailures
+	}
+	switch {
+	case cfg.Settle < 0:
+		cfg.Settle = 0
+	case cfg.Settle == 0 && cfg.AttemptTimeout > 0:
+		cfg.Settle = cfg.AttemptTimeout
+	case cfg.Settle == 0:
+		cfg.Settle = cfg.Timeout
 	}
 	if err := checkHeader(cfg.Header); err != nil {
 		return bad("%v", err)

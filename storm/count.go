@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/idemkey/idemkey/internal/httpflag"
 )
@@ -71,4 +72,40 @@ func (r *runner) readCountsAfter(ctx context.Context, counts []CountSpec) (map[s
 		got[c.Field] = n
 	}
 	return got, errs
+}
+
+// settle waits, before the counts are read after the storm, until
+// Config.Settle has passed since the last attempt ended (the probe's
+// included), when an attempt lost its answer: its execution may still be
+// running on the server. It reports false when ctx was cancelled first.
+func (r *runner) settle(ctx context.Context, keys []*keyRun) bool {
+	if r.cfg.Settle <= 0 {
+		return true
+	}
+	var last time.Duration
+	lost := false
+	for _, k := range keys {
+		k.mu.Lock()
+		for i := range k.op.Attempts {
+			a := &k.op.Attempts[i]
+			last = max(last, a.Done)
+			lost = lost || a.Class.Lost()
+		}
+		k.mu.Unlock()
+	}
+	if !lost {
+		return true
+	}
+	wait := time.Until(r.start.Add(last + r.cfg.Settle))
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

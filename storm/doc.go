@@ -56,7 +56,8 @@
 // original below 500 or a replay), failed when a copy gave up without one.
 // The report adds (Report.Load): operations scheduled, started, completed,
 // failed, late and not started; attempts; amplification (attempts per
-// operation started) and its peak (the highest of one second, with the
+// operation started) and its peak (the highest of one scheduled second:
+// the attempts of the operations scheduled in it per operation, with the
 // second); goodput (operations completed per second of the schedule) and
 // exactly-once goodput (those whose key passed); the achieved rate and
 // start lag of the schedule; operation latency (p50, p90, p99, max, from
@@ -112,13 +113,15 @@
 //   - retry later: 408, 425, 429 or 503 without the replay header; the
 //     server did not run the request, or ran it and released the key
 //     (idemkey's middleware stores none of these statuses).
-//   - mismatch (422), server error (other 5xx), client error (other 4xx)
-//     and original (anything else): the server ran the request.
+//   - server error (other 5xx): never an execution, retried or not:
+//     idemkey releases a key on a 5xx and the next attempt runs it again
+//     (a 500 then a 201 is one charge). A key whose every answer is a 5xx
+//     has no final answer, and a late probe answered 5xx got none.
+//   - mismatch (422), client error (other 4xx) and original (anything
+//     else): the server ran the request (executions).
 //
-// A final answer is a replay or an answer of the four last classes that
-// ended its copy: an answer that storm retried is not final, and a 5xx
-// that storm retried is not an execution either. The others are never
-// final.
+// A final answer is a replay or an execution that ended its copy: an
+// answer that storm retried is not final. The others are never final.
 //
 // A replay whose body is an application/problem+json document whose "type"
 // ends in "response-too-large" and whose "status" is the response's status
@@ -144,8 +147,9 @@
 //
 //   - at-most-once (RuleAtMostOnce): a key with two executions, the
 //     probe's included, fails. An attempt whose answer was lost (a timeout
-//     or a transport error), sent before any answer showed the key's
-//     outcome stored, may have run too, and may still be running: a key
+//     or a transport error), sent before a replay showed the key's outcome
+//     stored (an original's answer does not: it may leave the server
+//     before its record is stored), may have run too, and may still be running: a key
 //     whose executions and such lost attempts number two or more is
 //     unproven from the answers alone, and so is a key replayed without an
 //     execution or a lost attempt to explain it. An unproven key is
@@ -153,7 +157,8 @@
 //   - retries-not-final (RuleRetriesNotFinal): a 5xx, 408, 425, 429 or 503
 //     that storm retried is neither an execution nor a final answer; only
 //     the answer that ended a copy is. It decides every key that had a 5xx
-//     storm retried: counted, those would have been executions.
+//     storm retried. A server that really ran a key behind its 5xx shows
+//     in a side-effect count, not in the answers.
 //   - one-answer (RuleOneAnswer): every final answer of a key has the same
 //     status and body (compared through SHA-256).
 //   - no-lost-success (RuleNoLostSuccess): a key with a final answer is
@@ -167,13 +172,16 @@
 //
 // With Config.CountURL and Config.CountField or Config.Counts (--count-url,
 // --count-field NAME[=N], repeatable), the storm reads numbers from a JSON
-// endpoint with GET before the storm and after the probe: the members
+// endpoint with GET before the storm and after the probe (Config.Settle
+// after the last attempt, when an attempt lost its answer: its execution
+// may still be running behind the client's timeout): the members
 // named (dots reach into nested objects), which must be integers, e.g. the
 // "provider_charges" of the /v1/stats of "idemkey serve". Those requests
 // carry none of the storm's headers. Each count must grow by its Want
 // (side effects per operation, 1 by default, 0 for none) times the keys
-// that ran (passed, or unproven: once at least), plus at most Want for each
-// key sent without a final answer (which may have run, once). A count
+// whose final answer was a 2xx or 3xx (passed, or unproven: once at
+// least), plus at most Want for each other key sent (no final answer, or a
+// 4xx: it may have run, once, or not). A count
 // outside that fails the storm; a count that grew by exactly the least
 // proves every unproven key ran once, and they pass. A count that cannot
 // be read before the storm stops it before anything is sent (Run returns
@@ -182,7 +190,9 @@
 // With a ledger (History.Ledger, "idemkey check --ledger"), the side
 // effects the service recorded, at most once is decided key by key
 // instead: a key with two executions in the ledger fails, an unproven key
-// with at most one passes.
+// passes only with exactly one. A ledger that disagrees with the history
+// (keys the history does not have, malformed effects) makes the verdict
+// inconclusive (LedgerSummary.Disagreement).
 //
 // # Verdict and exit codes
 //

@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkey/idemkey/httpmw"
+	"github.com/idemkey/idemkey/idemclient"
 )
 
 // The lock-only server passes the storm itself: only the late probe sees
@@ -520,8 +522,10 @@ func TestCountWithInconclusiveKeys(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
+	// --settle 0: the server charges before it answers, nothing runs on
+	// behind the lost answers.
 	args := []string{"--url", srv.URL + "/pay", "--keys", "6", "--dups", "1", "--concurrency", "1",
-		"--count-url", srv.URL + "/stats", "--count-field", "charges"}
+		"--count-url", srv.URL + "/stats", "--count-field", "charges", "--settle", "0"}
 	code, j, stderr := runJSON(t, args...)
 	require.Equal(t, 1, code, stderr)
 	require.Equal(t, "inconclusive", j.Verdict, "two lost answers, one charge each: not a failure")
@@ -537,4 +541,95 @@ func TestCountWithInconclusiveKeys(t *testing.T) {
 	require.Equal(t, 1, code, stderr)
 	require.Equal(t, "fail", j.Verdict, "the probes charged again: more than one charge per key")
 	require.Greater(t, *j.Count.Delta, int64(6))
+}
+
+// slowChargeServer runs a key's first attempt past the client's attempt
+// timeout, without a lock: the retry runs it again at once, stores and
+// answers; the first run charges later, once the late probe has come
+// (plus chargeDelay), still running on the server behind the client's
+// timeout. Its answers cannot show the second charge; a count read at
+// once after the probe cannot either (delta 1 for one key: the unproven
+// key looks proven), a count read Settle later does.
+type slowChargeServer struct {
+	charges     atomic.Int64
+	chargeDelay time.Duration
+	mu          sync.Mutex
+	arrivals    map[string]int
+	probed      map[string]chan struct{}
+	stored      map[string][]byte
+}
+
+func (s *slowChargeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/stats" {
+		fmt.Fprintf(w, `{"charges": %d}`, s.charges.Load())
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	s.arrivals[key]++
+	n := s.arrivals[key]
+	if s.probed[key] == nil {
+		s.probed[key] = make(chan struct{})
+	}
+	probed := s.probed[key]
+	body, stored := s.stored[key]
+	if n == 3 {
+		close(probed)
+	}
+	s.mu.Unlock()
+	switch {
+	case n == 1:
+		// The slow first run: its client gives up; it charges once the
+		// probe has come, a little later (bounded, should the storm be
+		// broken).
+		select {
+		case <-probed:
+			time.Sleep(s.chargeDelay)
+		case <-time.After(10 * time.Second):
+		}
+		s.charges.Add(1)
+		return
+	case stored:
+		w.Header().Set("Idempotent-Replayed", "true")
+	default:
+		s.charges.Add(1)
+		body = []byte(`{"charge":1}`)
+		s.mu.Lock()
+		s.stored[key] = body
+		s.mu.Unlock()
+	}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(body)
+}
+
+func TestSettleCountsExecutionsStillRunningBehindClientTimeouts(t *testing.T) {
+	fake := &slowChargeServer{chargeDelay: 200 * time.Millisecond, arrivals: map[string]int{}, probed: map[string]chan struct{}{},
+		stored: map[string][]byte{}}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	// One operation: its first attempt times out, the retry is stored, the
+	// probe gets the replay; the first run charges 200ms after the probe,
+	// Settle (2s, ten times that) after the last attempt the count sees it.
+	// Without Settle the count was read at once: 1 charge for one
+	// unproven key, which it then proved, and the storm passed.
+	const settle = 2 * time.Second
+	var history bytes.Buffer
+	rep, err := Run(t.Context(), Config{URL: srv.URL, Rate: 10, Duration: 100 * time.Millisecond, AttemptTimeout: 100 * time.Millisecond,
+		Policy: idemclient.Policy{BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}, Settle: settle,
+		CountURL: srv.URL + "/stats", CountField: "charges", History: &history})
+	require.NoError(t, err)
+	require.Equal(t, VerdictFail, rep.Verdict(), "%s", rep.Counts[0].String())
+	require.Equal(t, int64(2), rep.Count.Delta(), "both runs counted")
+
+	written := history.String()
+	h, err := ReadHistory(&history)
+	require.NoError(t, err)
+	require.Equal(t, settle, h.Header.Settings.Settle)
+	var last time.Duration
+	for _, a := range h.Operations[0].Attempts {
+		last = max(last, a.Done)
+	}
+	read := h.Counts["charges"].At
+	require.GreaterOrEqual(t, read, last+settle, "read_ns: the counts were read Settle after the last attempt")
+	require.Contains(t, written, fmt.Sprintf(`,"read_ns":%d}`, int64(read)))
 }

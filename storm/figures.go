@@ -38,6 +38,7 @@ func (c *checker) load() *Load {
 			sec.Late++
 			ld.Operations.Late++
 		}
+		opAttempts := 0
 		lastOf = lastOf[:0]
 		first := time.Duration(-1)
 		for j := range op.Attempts {
@@ -46,6 +47,7 @@ func (c *checker) load() *Load {
 				continue
 			}
 			ld.Attempts++
+			opAttempts++
 			attLat = append(attLat, a.Done-a.Sent)
 			countClass(at(a.Sent), a.Class)
 			if a.Attempt == 1 && (first < 0 || a.Sent < first) {
@@ -58,6 +60,8 @@ func (c *checker) load() *Load {
 				lastOf[a.Copy] = a
 			}
 		}
+		// sec may point into an older array: the attempts grew seconds.
+		seconds[sec.T].OperationAttempts += opAttempts
 		if first < 0 {
 			// Never started: it counts as having taken the whole timeout,
 			// so that the survivors cannot make the latency.
@@ -74,7 +78,7 @@ func (c *checker) load() *Load {
 		if completed {
 			sec.Completed++
 			ld.Operations.Completed++
-			if c.verdicts[i].class == classPassed {
+			if c.verdicts[c.unitOf[i]].class == classPassed {
 				exactlyOnce++
 			}
 		} else {

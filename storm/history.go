@@ -118,6 +118,10 @@ type Settings struct {
 	Policy string
 	// MaxRecovery is load mode's threshold on Report.Recovery.
 	MaxRecovery time.Duration
+	// Settle is how long the storm waited after its last attempt before
+	// reading the counts after it (Config.Settle, after defaults; 0 for
+	// none).
+	Settle time.Duration
 }
 
 // CountSpec is one side-effect count (Config.Counts, --count-field
@@ -161,8 +165,8 @@ type Class string
 // timeout (no complete HTTP response), a replay ("Idempotent-Replayed:
 // true", any status), in progress (409), retry later (408, 425, 429, 503),
 // mismatch (422), a server error (other 5xx), a client error (other 4xx),
-// and an original (anything else). The four last are executions when they
-// end a copy.
+// and an original (anything else). Mismatch, client error and original are
+// executions; a server error is never one.
 const (
 	ClassOriginal       Class = "original"
 	ClassReplay         Class = "replay"
@@ -209,11 +213,13 @@ func classOf(status int, replayed, failed, timeout bool) Class {
 // a transport error).
 func (c Class) Answered() bool { return c != ClassTimeout && c != ClassTransportError }
 
-// Executes reports whether an answer of this class, unless storm retried
-// it, says that the server ran the request: original, mismatch, client
-// error and server error.
+// Executes reports whether an answer of this class says that the server
+// ran the request: original, mismatch and client error. A server error
+// (5xx) never does: idemkey releases a key on a 5xx and the next attempt
+// runs it again, so a 500 then a 201 is one execution, and a 5xx is
+// neither an execution nor a final answer.
 func (c Class) Executes() bool {
-	return c == ClassOriginal || c == ClassMismatch || c == ClassClientError || c == ClassServerError
+	return c == ClassOriginal || c == ClassMismatch || c == ClassClientError
 }
 
 // Lost reports whether an attempt of this class lost its answer on the
@@ -249,7 +255,8 @@ type Attempt struct {
 	Probe bool
 	// Size is the body's length in bytes.
 	Size int64
-	// Snippet is the body's first bytes (at most 48), to describe it.
+	// Snippet is the body's first bytes (at most 48), to describe it,
+	// without a UTF-8 sequence cut short at its end.
 	Snippet string
 	// Oversize reports a replay whose body is idemkey's response-too-large
 	// problem with the status of the original: it stands for the original.
@@ -259,15 +266,8 @@ type Attempt struct {
 }
 
 // final reports whether the attempt is a final answer: an execution or a
-// replay that ended its copy.
+// replay that ended its copy (a 5xx never is).
 func (a *Attempt) final() bool { return !a.Retried && (a.Class.Executes() || a.Class == ClassReplay) }
-
-// execution reports whether the attempt says the server ran the request:
-// an answer of an executing class, unless it is a 5xx that storm retried
-// (storm's own retries are not final answers).
-func (a *Attempt) execution() bool {
-	return a.Class.Executes() && !(a.Retried && a.Class == ClassServerError)
-}
 
 // End is what a storm knew once it had finished: the last line but the
 // counts' of a history file.
@@ -295,6 +295,10 @@ type CountReading struct {
 	After int64
 	// Read reports whether After was read.
 	Read bool
+	// At is when After was read (or its read failed), from
+	// History.Header.Started, monotonic: Settings.Settle after the last
+	// attempt at the earliest. 0 when it was not read after.
+	At time.Duration
 	// Error says why After could not be read.
 	Error string
 }

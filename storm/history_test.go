@@ -109,6 +109,13 @@ func TestReadHistoryRejects(t *testing.T) {
 		"copy out of range":  attempt(`{"op":0,"key":"k","copy":1,"attempt":1,"class":"original"}`),
 		"an unknown class":   attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"great"}`),
 		"done before sent":   attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":5,"done_ns":4}`),
+		"negative sent":      attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":-5,"done_ns":4}`),
+		"done in 31 days":    attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":5,"done_ns":2678400000000000}`),
+		"done at the max":    attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","sent_ns":0,"done_ns":9223372036854775807}`),
+		"scheduled in 31 d":  attempt(`{"op":0,"key":"k","scheduled_ns":2678400000000000,"ended_ns":2678400000000000}`),
+		"negative ended":     attempt(`{"op":0,"key":"k","scheduled_ns":0,"ended_ns":-1}`),
+		"elapsed in 31 days": attempt(`{"end":{"elapsed_ns":2678400000000000}}`),
+		"negative probe":     attempt(`{"end":{"probe_elapsed_ns":-1}}`),
 		"a short digest":     attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original","body_sha256":"abcd"}`),
 		"two keys for an op": attempt(`{"op":0,"key":"k","copy":0,"attempt":1,"class":"original"}` + "\n" + `{"op":0,"key":"j","copy":0,"attempt":2,"class":"original"}`),
 		"a stranger line":    attempt(`{"hello":"world"}`),
@@ -124,6 +131,9 @@ func TestReadHistoryRejects(t *testing.T) {
 			if name != "a huge line" {
 				require.True(t, errors.Is(err, ErrHistory), "%v", err)
 			}
+			if strings.Contains(name, "days") || strings.Contains(name, "negative") || strings.Contains(name, "max") || strings.Contains(name, " 31 ") {
+				require.ErrorContains(t, err, "line 2: ", "names the line")
+			}
 		})
 	}
 }
@@ -138,10 +148,18 @@ func TestReadLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Effect{{Key: "a", Effect: "charge"}, {Key: "a", Effect: "email", Execution: "7", Attempt: 2, Token: "t1", Refused: true},
 		{Key: "b"}}, got)
-	for name, bad := range map[string]string{"no key": `{"effect":"charge"}`, "not an object": `[1]`, "cut short": `{"key":"a"`,
-		"a token that is an object": `{"key":"a","token":{}}`} {
+	for name, bad := range map[string]string{"not an object": `[1]`, "cut short": `{"key":"a"`, "not JSON": `key=a`,
+		"a number": `1`} {
 		_, err := ReadLedger(strings.NewReader(bad))
 		require.ErrorIs(t, err, ErrHistory, name)
+	}
+	// Objects without a usable key are kept, malformed: Check makes the
+	// verdict inconclusive (they were refused before).
+	for name, malformed := range map[string]string{"no key": `{"effect":"charge"}`, "a null key": `{"key":null}`,
+		"a key that is a number": `{"key":1}`, "a token that is an object": `{"key":"a","token":{}}`} {
+		got, err := ReadLedger(strings.NewReader(malformed + "\n"))
+		require.NoError(t, err, name)
+		require.Equal(t, []Effect{{}}, got, name)
 	}
 	require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 2, "d": 3}, ledgerExecutions([]Effect{
 		{Key: "a", Effect: "charge"}, {Key: "a", Effect: "email"}, {Key: "a", Effect: "charge", Refused: true},
@@ -154,6 +172,7 @@ func TestReadLedger(t *testing.T) {
 func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	a := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)}, []Attempt{att(ClassOriginal, 201, "b", 0, 10)})
 	b := loadHistory([]Attempt{att(ClassOriginal, 201, "c", 0, 10)})
+	b.Operations[0].Key = "b-0" // another generator's key
 	b.Header.Started = a.Header.Started.Add(1500 * time.Millisecond)
 	a.End = &End{Elapsed: time.Second}
 	b.End = &End{Elapsed: time.Second, ProbeElapsed: 10 * time.Millisecond}
@@ -173,7 +192,7 @@ func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	require.Equal(t, 20.0, m.Header.Settings.Rate)
 	require.Equal(t, 1500*time.Millisecond+100*time.Millisecond, m.Header.Settings.Duration)
 	require.Equal(t, []int{0, 1, 2}, []int{m.Operations[0].Op, m.Operations[1].Op, m.Operations[2].Op})
-	require.Equal(t, "key-0", m.Operations[0].Key, "b's operation comes first, shifted")
+	require.Equal(t, "b-0", m.Operations[0].Key, "b's operation comes first, shifted")
 	require.Equal(t, 1500*time.Millisecond, m.Operations[0].Attempts[0].Sent)
 	require.Equal(t, 1, m.Operations[1].Attempts[0].Op)
 	require.Equal(t, map[string]CountReading{"charges": {Before: 10, After: 13, Read: true}}, m.Counts)
@@ -190,6 +209,44 @@ func TestMergeHistoriesAlignsClocksAndCounts(t *testing.T) {
 	require.ErrorIs(t, err, ErrHistory)
 	_, err = MergeHistories()
 	require.ErrorIs(t, err, ErrHistory)
+	late := loadHistory([]Attempt{att(ClassOriginal, 201, "c", 0, 10)})
+	late.Header.Started = a.Header.Started.Add(31 * 24 * time.Hour)
+	_, err = MergeHistories(a, late)
+	require.ErrorIs(t, err, ErrHistory, "times over 30 days apart")
+}
+
+func TestCheckGroupsAKeysAttemptsAcrossOperationsAndHistories(t *testing.T) {
+	// Two load generators sent the same key, and each got an original:
+	// the key ran twice. Judged operation by operation, each passed.
+	a := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)})
+	b := loadHistory([]Attempt{att(ClassOriginal, 201, "a", 0, 10)})
+	b.Header.Started = a.Header.Started.Add(5 * time.Millisecond)
+	m, err := MergeHistories(a, b)
+	require.NoError(t, err)
+	rep := check(t, m)
+	require.Equal(t, VerdictFail, rep.Verdict())
+	require.Equal(t, 1, rep.Keys, "one key, whatever the operations that sent it")
+	require.Equal(t, 1, rep.KeysFailed)
+	require.Equal(t, RuleAtMostOnce, rep.Failures[0].Rule)
+	require.Contains(t, rep.Failures[0].Reason, "executed 2 times")
+	require.Len(t, a.Operations[0].Attempts, 1, "the inputs are not modified")
+	require.Len(t, m.Operations[0].Attempts, 1)
+
+	// One history, two operations of one key: the second's replay, sent
+	// after the first's lost attempt, makes the key pass on one execution
+	// (the lost attempt's), judged together.
+	h := burst(
+		[]Attempt{att(ClassTimeout, 0, "", 0, 100)},
+		[]Attempt{att(ClassReplay, 201, "a", 150, 160), att(ClassReplay, 201, "a", 300, 301).probe()},
+	)
+	h.Operations[1].Key = h.Operations[0].Key
+	for j := range h.Operations[1].Attempts {
+		h.Operations[1].Attempts[j].Key = h.Operations[0].Key
+	}
+	rep = checkSaved(t, h)
+	require.Equal(t, VerdictPass, rep.Verdict(), "%+v", rep.Inconclusive)
+	require.Equal(t, 1, rep.KeysPassed)
+	require.Equal(t, 1, rep.Keys)
 }
 
 func TestCheckCountsSpeakInOperations(t *testing.T) {
@@ -269,6 +326,37 @@ func TestCheckLoadFigures(t *testing.T) {
 		{Name: "max-peak-amplification", Limit: 1.3, Value: 1.4, OK: false},
 	}, rep.Thresholds)
 	require.Equal(t, 1, rep.ExitCode())
+}
+
+func TestPeakAmplificationCountsTheRetriesOfTheOperationsScheduledInASecond(t *testing.T) {
+	// Second 0: ten operations, one attempt each. Second 1: ten whose
+	// first attempt timed out and whose two retries were sent in the
+	// seconds after: three attempts each, for the operations of second 1.
+	// Counted by the second the attempts were sent, second 1 had ten
+	// attempts for ten operations (1.0) and the retries fell in seconds
+	// without operations: the slow second did not show.
+	var ops [][]Attempt
+	for i := range 20 {
+		as := []Attempt{att(ClassOriginal, 201, "a", 0, 10)}
+		if i >= 10 {
+			as = []Attempt{att(ClassTimeout, 0, "", 0, 200).retried(), att(ClassTimeout, 0, "", 1100, 1300).number(2).retried(),
+				att(ClassOriginal, 201, "a", 1400, 1410).number(3)}
+		}
+		ops = append(ops, as)
+	}
+	rep := check(t, loadHistory(ops...))
+	ld := rep.Load
+	require.Equal(t, 40, ld.Attempts)
+	require.Equal(t, 2.0, ld.Amplification)
+	require.Equal(t, 3.0, ld.PeakAmplification)
+	require.Equal(t, 1, ld.PeakSecond)
+	a, ok := ld.Timeline[0].Amplification()
+	require.True(t, ok)
+	require.Equal(t, 1.0, a)
+	require.Equal(t, 30, ld.Timeline[1].OperationAttempts)
+	require.Equal(t, 10, ld.Timeline[1].Attempts, "attempts by class stay in the second they were sent")
+	_, ok = ld.Timeline[2].Amplification()
+	require.False(t, ok, "no operation scheduled in second 2")
 }
 
 func TestThresholdsPrintDurationsAsLatenciesAre(t *testing.T) {

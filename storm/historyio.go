@@ -204,6 +204,7 @@ func appendEnd(b []byte, e *End) []byte {
 func appendCounts(b []byte, counts map[string]CountReading, fields []CountSpec) []byte {
 	b = append(b, `{"counts":{`...)
 	first := true
+	var at time.Duration // one GET read them all
 	for _, f := range fields {
 		c, ok := counts[f.Field]
 		if !ok {
@@ -225,8 +226,14 @@ func appendCounts(b []byte, counts map[string]CountReading, fields []CountSpec) 
 			b = appendJSONString(b, c.Error)
 		}
 		b = append(b, '}')
+		at = max(at, c.At)
 	}
-	return append(b, "}}"...)
+	b = append(b, '}')
+	if at > 0 {
+		b = append(b, `,"read_ns":`...)
+		b = strconv.AppendInt(b, int64(at), 10)
+	}
+	return append(b, '}')
 }
 
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes
@@ -308,6 +315,7 @@ type settingsJSON struct {
 	MaxFailures           int             `json:"max_failures"`
 	Policy                string          `json:"policy,omitempty"`
 	MaxRecoveryNS         int64           `json:"max_recovery_ns,omitempty"`
+	SettleNS              int64           `json:"settle_ns,omitempty"`
 }
 
 type countSpecJSON struct {
@@ -326,7 +334,7 @@ func headerJSONOf(h *Header) headerJSON {
 			Retries: s.Retries, BackoffMinNS: int64(s.BaseDelay), BackoffMaxNS: int64(s.MaxDelay), CountURL: s.CountURL,
 			MaxP99NS: int64(s.MaxP99), MaxAmplification: s.MaxAmplification, MinGoodput: s.MinGoodput,
 			MinExactlyOnceGoodput: s.MinExactlyOnceGoodput, MaxPeakAmplification: s.MaxPeakAmplification,
-			MaxFailures: s.MaxFailures, Policy: s.Policy, MaxRecoveryNS: int64(s.MaxRecovery),
+			MaxFailures: s.MaxFailures, Policy: s.Policy, MaxRecoveryNS: int64(s.MaxRecovery), SettleNS: int64(s.Settle),
 		}}
 	for _, c := range s.Counts {
 		j.Config.Counts = append(j.Config.Counts, countSpecJSON(c))
@@ -347,7 +355,7 @@ func (j *headerJSON) header() Header {
 		BaseDelay: time.Duration(c.BackoffMinNS), MaxDelay: time.Duration(c.BackoffMaxNS), CountURL: c.CountURL,
 		MaxP99: time.Duration(c.MaxP99NS), MaxAmplification: c.MaxAmplification, MinGoodput: c.MinGoodput,
 		MinExactlyOnceGoodput: c.MinExactlyOnceGoodput, MaxPeakAmplification: c.MaxPeakAmplification,
-		MaxFailures: c.MaxFailures, Policy: c.Policy, MaxRecovery: time.Duration(c.MaxRecoveryNS),
+		MaxFailures: c.MaxFailures, Policy: c.Policy, MaxRecovery: time.Duration(c.MaxRecoveryNS), Settle: time.Duration(c.SettleNS),
 	}, Faults: faultsOf(j.Faults), Events: eventsOf(j.Events)}
 	for _, cs := range c.Counts {
 		h.Settings.Counts = append(h.Settings.Counts, CountSpec(cs))

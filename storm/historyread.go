@@ -16,6 +16,19 @@ import (
 // maxHistoryLine bounds one line of a history or ledger file.
 const maxHistoryLine = 1 << 20
 
+// maxHistoryTime bounds the times a history holds (sent_ns, done_ns,
+// scheduled_ns, ended_ns, the end's): no storm lasts 30 days, and a larger
+// number is a corrupt file whose sums and differences would overflow.
+const maxHistoryTime = 30 * 24 * time.Hour
+
+// checkTime reports a time of a history outside 0 to maxHistoryTime.
+func checkTime(name string, d time.Duration) error {
+	if d < 0 || d > maxHistoryTime {
+		return fmt.Errorf("%w: %s %d: want 0 to %d (30 days)", ErrHistory, name, int64(d), int64(maxHistoryTime))
+	}
+	return nil
+}
+
 // lineJSON is any line of a history file: the header has "history", the
 // end "end", the counts "counts", an attempt "attempt", an operation "op"
 // and none of those.
@@ -52,6 +65,7 @@ type lineJSON struct {
 
 	End    *endJSON             `json:"end"`
 	Counts map[string]countJSON `json:"counts"`
+	ReadNS int64                `json:"read_ns"` // the counts line's
 
 	// What parseFlat points Op and Attempt to, and unescapes into, so that
 	// a line read costs no allocation of its own.
@@ -156,10 +170,16 @@ func ReadHistory(r io.Reader) (*History, error) {
 			}
 			h.End = &End{Elapsed: time.Duration(l.End.ElapsedNS), ProbeElapsed: time.Duration(l.End.ProbeElapsedNS),
 				Interrupted: l.End.Interrupted, Error: l.End.Error, Faults: faultsOf(l.End.Faults), Events: eventsOf(l.End.Events)}
+			if err := firstError(checkTime("elapsed_ns", h.End.Elapsed), checkTime("probe_elapsed_ns", h.End.ProbeElapsed)); err != nil {
+				return err
+			}
 		case l.Counts != nil:
+			if err := checkTime("read_ns", time.Duration(l.ReadNS)); err != nil {
+				return err
+			}
 			h.Counts = map[string]CountReading{}
 			for field, c := range l.Counts {
-				cr := CountReading{Before: c.Before, Error: c.Error}
+				cr := CountReading{Before: c.Before, Error: c.Error, At: time.Duration(l.ReadNS)}
 				if c.After != nil {
 					cr.After, cr.Read = *c.After, true
 				}
@@ -239,7 +259,7 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 	}
 	if l.Attempt == nil {
 		o.Scheduled, o.Ended, o.Late = time.Duration(l.ScheduledNS), time.Duration(l.EndedNS), l.Late
-		return nil
+		return firstError(checkTime("scheduled_ns", o.Scheduled), checkTime("ended_ns", o.Ended))
 	}
 	a := Attempt{Op: op, Key: l.Key, Copy: l.Copy, Attempt: *l.Attempt, Sent: time.Duration(l.SentNS), Done: time.Duration(l.DoneNS),
 		Class: l.Class, Status: l.Status, Replayed: l.Replayed, Retried: l.Retried, Probe: l.Probe, Size: l.Size,
@@ -251,8 +271,8 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 		return fmt.Errorf("%w: copy %d outside 0 to %d", ErrHistory, a.Copy, s.Dups-1)
 	case !slices.Contains(classes, a.Class):
 		return fmt.Errorf("%w: class %q", ErrHistory, a.Class)
-	case a.Sent < 0 || a.Done < a.Sent:
-		return fmt.Errorf("%w: sent_ns %d, done_ns %d: want 0 <= sent <= done", ErrHistory, a.Sent, a.Done)
+	case a.Sent < 0 || a.Done < a.Sent || a.Done > maxHistoryTime:
+		return fmt.Errorf("%w: sent_ns %d, done_ns %d: want 0 <= sent <= done <= %d (30 days)", ErrHistory, a.Sent, a.Done, int64(maxHistoryTime))
 	case a.Status < 0 || a.Status > 999:
 		return fmt.Errorf("%w: status %d", ErrHistory, a.Status)
 	}
@@ -264,6 +284,16 @@ func readOpLine(h *History, byOp map[int]int, l *lineJSON) error {
 		}
 	}
 	o.Attempts = append(o.Attempts, a)
+	return nil
+}
+
+// firstError returns the first error that is not nil.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -287,8 +317,12 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 // ReadLedger reads a ledger: JSON Lines, one object per side effect the
 // service made, {"key": …, "effect": "charge"} and optionally
 // "execution", "attempt", "token" (strings or numbers) and "refused"
-// (see Effect). It returns an error wrapping ErrHistory for a line that is
-// not such an object or has no key, and the reader's errors.
+// (see Effect). A JSON object without a usable key (none, not a string)
+// or with a member of the wrong type is kept as a malformed effect, its
+// Key empty: Check counts it (LedgerSummary.Malformed) and the verdict is
+// inconclusive. It returns an error wrapping ErrHistory for a line that is
+// not a JSON object (the file is not a ledger, or was cut short), and the
+// reader's errors.
 func ReadLedger(r io.Reader) ([]Effect, error) {
 	var out []Effect
 	truncated, err := lines(r, func(n int, line []byte) error {
@@ -300,11 +334,16 @@ func ReadLedger(r io.Reader) ([]Effect, error) {
 			Token     flexString `json:"token"`
 			Refused   bool       `json:"refused"`
 		}
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("%w: ledger: %v", ErrHistory, err)
-		}
-		if e.Key == nil {
-			return fmt.Errorf("%w: ledger: no key", ErrHistory)
+		if err := json.Unmarshal(line, &e); err != nil || e.Key == nil {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(line, &obj) != nil {
+				if err == nil {
+					err = errors.New("not an object")
+				}
+				return fmt.Errorf("%w: ledger: %v", ErrHistory, err)
+			}
+			out = append(out, Effect{}) // malformed: no usable key
+			return nil
 		}
 		out = append(out, Effect{Key: *e.Key, Effect: e.Effect, Execution: string(e.Execution), Attempt: e.Attempt,
 			Token: string(e.Token), Refused: e.Refused})
@@ -344,6 +383,11 @@ func MergeHistories(hs ...*History) (*History, error) {
 		}
 		if h.Header.Started.Before(t0) {
 			t0 = h.Header.Started
+		}
+	}
+	for i, h := range hs {
+		if h.Header.Started.Sub(t0) > maxHistoryTime {
+			return nil, fmt.Errorf("%w: history %d started over 30 days after the earliest", ErrHistory, i+1)
 		}
 	}
 	m := &History{Header: first}
@@ -407,7 +451,10 @@ func MergeHistories(hs ...*History) (*History, error) {
 			r := CountReading{Before: before.Before, Error: "not read after the storm that ended last"}
 			if lastEnd != nil {
 				if after, ok := lastEnd.Counts[f.Field]; ok {
-					r.After, r.Read, r.Error = after.After, after.Read, after.Error
+					r.After, r.Read, r.Error, r.At = after.After, after.Read, after.Error, after.At
+					if r.At > 0 {
+						r.At += lastEnd.Header.Started.Sub(t0)
+					}
 				}
 			}
 			m.Counts[f.Field] = r

@@ -330,7 +330,7 @@ func latencyChart(secs []Second) chart {
 }
 
 func amplificationChart(secs []Second) chart {
-	c := chart{ID: "amplification", Title: "Amplification: attempts sent per operation scheduled, each second", Unit: "×"}
+	c := chart{ID: "amplification", Title: "Amplification: attempts of the operations scheduled each second, per operation", Unit: "×"}
 	top := 1.0
 	for _, s := range secs {
 		if a, ok := s.Amplification(); ok {

@@ -238,10 +238,11 @@ func parseIncident(cfg Config) (*incident, error) {
 // It returns an error wrapping ErrInvalidConfig, and no report, when cfg
 // is invalid or a hop cannot listen, and an error wrapping ErrCount, and
 // no report, when CountURL cannot be read before the storm. When ctx is
-// cancelled before the storm completes, Run stops sending, waits for the
-// requests in flight to be abandoned and returns the partial report,
-// marked Interrupted, together with ctx.Err(); the probe, the second
-// count read and the arms not run yet are skipped then. When
+// cancelled before the storm completes, Run stops sending, abandons the
+// requests in flight (recorded as transport errors whose Error is
+// "interrupted": they were sent, and may have run) and returns the
+// partial report, marked Interrupted, together with ctx.Err(); the probe,
+// the second count read and the arms not run yet are skipped then. When
 // Config.History cannot be written, Run still runs the storm and returns
 // its report, with an error wrapping ErrHistory. Run is safe for
 // concurrent use with distinct Configs.

@@ -104,9 +104,11 @@ type jsonEach struct {
 }
 
 type jsonLedger struct {
-	Effects   int `json:"effects"`
-	Keys      int `json:"keys"`
-	OtherKeys int `json:"other_keys"`
+	Effects      int    `json:"effects"`
+	Keys         int    `json:"keys"`
+	OtherKeys    int    `json:"other_keys"`
+	Malformed    int    `json:"malformed"`
+	Disagreement string `json:"disagreement,omitempty"`
 }
 
 type jsonPeak struct {
@@ -292,7 +294,7 @@ func (r *Report) jsonOf() jsonReport {
 		j.Counts[c.Field] = e
 	}
 	if l := r.Ledger; l != nil {
-		j.Ledger = &jsonLedger{Effects: l.Effects, Keys: l.Keys, OtherKeys: l.OtherKeys}
+		j.Ledger = &jsonLedger{Effects: l.Effects, Keys: l.Keys, OtherKeys: l.OtherKeys, Malformed: l.Malformed, Disagreement: l.Disagreement}
 	}
 	j.addIncident(r)
 	return j

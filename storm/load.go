@@ -211,10 +211,11 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 			cancel()
 		}
 		<-l.slots
-		if !ok {
-			return // the storm was interrupted
-		}
 		a.Copy, a.Attempt.Attempt = copyN, n+1
+		if !ok {
+			l.record(k, &a.Attempt, false) // interrupted in flight
+			return
+		}
 		l.attempts.Add(1)
 		switch {
 		case a.Class == ClassInProgress:

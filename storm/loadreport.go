@@ -39,9 +39,10 @@ type Load struct {
 	// ExactlyOnceGoodput is the operations completed per second of the
 	// schedule whose key passed: what was done, once, for sure.
 	ExactlyOnceGoodput float64
-	// PeakAmplification is the highest amplification of one second of the
-	// timeline (Second.Amplification), and PeakSecond that second: where
-	// a slow window shows that the run's average dilutes.
+	// PeakAmplification is the highest amplification of one scheduled
+	// second of the timeline (Second.Amplification: the attempts of the
+	// operations scheduled in it, per operation), and PeakSecond that
+	// second: where a slow window shows that the run's average dilutes.
 	PeakAmplification float64
 	PeakSecond        int
 	// AchievedRate is the operations started per second, from the run's
@@ -114,6 +115,10 @@ type Second struct {
 	Timeouts int
 	// TransportErrors counts the other attempts without an HTTP answer.
 	TransportErrors int
+	// OperationAttempts counts the attempts of the operations scheduled in
+	// this second, whenever they were sent (the probe's aside): what
+	// Amplification divides.
+	OperationAttempts int
 	// P50 and P99 are the latency percentiles of the operations scheduled
 	// in this second (those that never started count the whole Timeout).
 	P50, P99 time.Duration
@@ -125,13 +130,15 @@ type Second struct {
 	Started int
 }
 
-// Amplification returns the second's attempts per operation scheduled in
-// it, and false when none was.
+// Amplification returns the attempts sent for the operations scheduled in
+// the second per operation (OperationAttempts / Operations), and false when
+// none was scheduled in it. The retries of a slow second's operations
+// count in that second, whenever they were sent.
 func (s Second) Amplification() (float64, bool) {
 	if s.Operations == 0 {
 		return 0, false
 	}
-	return float64(s.Attempts) / float64(s.Operations), true
+	return float64(s.OperationAttempts) / float64(s.Operations), true
 }
 
 // Threshold is one of load mode's thresholds (Config.MaxP99,

@@ -93,7 +93,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		row("count", "%s", r.countNote())
 	}
 	if l := r.Ledger; l != nil {
-		row("ledger", "%d side effects for %d keys (%d of them not the history's)", l.Effects, l.Keys, l.OtherKeys)
+		s := fmt.Sprintf("%d side effects for %d keys (%d of them not the history's)", l.Effects, l.Keys, l.OtherKeys)
+		if l.Malformed > 0 {
+			s += fmt.Sprintf(", %d malformed", l.Malformed)
+		}
+		row("ledger", "%s", s)
 	}
 	keys := fmt.Sprintf("%d passed, %d failed, %d inconclusive", r.KeysPassed, r.KeysFailed, r.KeysInconclusive)
 	if r.KeysUnproven > 0 {
@@ -134,7 +138,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "thresholds: BROKEN (%s)\n", strings.Join(parts, "; "))
 	}
 	if r.Load != nil && len(r.Load.Timeline) > 0 {
-		b.WriteString("\ntimeline (attempts by the second they were sent; operations and latency by the second they were scheduled)\n")
+		b.WriteString("\ntimeline (attempts by the second they were sent; operations, amplification and latency by the second they were scheduled)\n")
 		writeTimeline(&b, r.Load.Timeline)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -14,8 +14,8 @@ const (
 	VerdictFail = "fail"
 	// VerdictInconclusive means no key failed but not every key passed:
 	// some got no final answer (or the probe got none), or could not be
-	// proven to have run at most once, the storm was interrupted, or a
-	// count could not be read after it.
+	// proven to have run at most once, the storm was interrupted, a count
+	// could not be read after it, or the ledger disagrees with the history.
 	VerdictInconclusive = "inconclusive"
 )
 
@@ -59,7 +59,7 @@ type Report struct {
 
 	// Originals counts the responses without "Idempotent-Replayed: true"
 	// other than 408, 409, 425, 429 and 503, 5xx included: executions,
-	// but for the 5xx that storm retried (RetriedServerErrors).
+	// but for the 5xx (ServerErrors), which never are.
 	Originals int
 	// Replays counts responses carrying "Idempotent-Replayed: true".
 	Replays int
@@ -76,7 +76,7 @@ type Report struct {
 	// TransportErrors counts attempts that got no complete HTTP response.
 	TransportErrors int
 	// ServerErrors counts non-replayed 5xx responses other than 503; they
-	// are among Originals.
+	// are among Originals, and are neither executions nor final answers.
 	ServerErrors int
 	// RetriedServerErrors counts the ServerErrors that storm retried: by
 	// RuleRetriesNotFinal they are neither executions nor final answers.
@@ -210,9 +210,10 @@ type Count struct {
 	Read bool
 	// Error says why After could not be read.
 	Error string
-	// Min and Max bound the growth the keys allow: Want for each key that
-	// ran (passed, or unproven: once at least), and up to Want more for
-	// each key sent without a final answer (it may have run, once).
+	// Min and Max bound the growth the keys allow: Want for each key whose
+	// final answer was a 2xx or 3xx (passed, or unproven: once at least),
+	// and up to Want more for each other key sent (no final answer, or a
+	// 4xx: it may have run, once, or not).
 	Min, Max int64
 
 	ran, maybe, failed int // the keys that ran, those that may have, and the failed ones (not counted)
@@ -232,6 +233,13 @@ type LedgerSummary struct {
 	Keys int
 	// OtherKeys counts the keys it names that are not the history's.
 	OtherKeys int
+	// Malformed counts the effects it lists without a key, or with a
+	// negative attempt; they are not counted as executions.
+	Malformed int
+	// Disagreement, when not empty, says why the ledger disagrees with the
+	// history (OtherKeys, Malformed): such a ledger cannot vouch for the
+	// history's keys, and the verdict is inconclusive.
+	Disagreement string
 }
 
 // RuleResult is what one rule decided, over every key.
@@ -260,8 +268,8 @@ type Failure struct {
 	// Reason says why the key did not pass, e.g. "executed 3 times (...)",
 	// "divergent: 2 distinct final responses: ...", "no final answer".
 	Reason string `json:"reason"`
-	// Originals counts the key's executions in the storm (a 5xx that
-	// storm retried is none).
+	// Originals counts the key's executions in the storm (a 5xx is
+	// none).
 	Originals int `json:"originals"`
 	// Replays counts the key's replayed responses.
 	Replays int `json:"replays"`
@@ -308,7 +316,8 @@ func (r *Report) Verdict() string {
 	switch {
 	case r.KeysFailed > 0 || r.countMismatch():
 		return VerdictFail
-	case r.KeysInconclusive > 0 || r.KeysPassed < r.Keys || r.Interrupted || r.Responses == 0 || r.countUnread():
+	case r.KeysInconclusive > 0 || r.KeysPassed < r.Keys || r.Interrupted || r.Responses == 0 || r.countUnread() ||
+		(r.Ledger != nil && r.Ledger.Disagreement != ""):
 		return VerdictInconclusive
 	default:
 		return VerdictPass

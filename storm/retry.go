@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/idemkey/idemkey/idemclient"
@@ -19,9 +20,21 @@ var policy = idemclient.Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * 
 
 // retryable reports whether an answer is worth asking again with the same
 // key: a transport error, or 408, 409, 425, 429 or 503 without
-// Idempotent-Replayed (answers that are not final, see notFinal).
+// Idempotent-Replayed (answers that are not final, see notFinal), or 500,
+// 502 or 504 without it (idemkey released the key: the retry runs it), as
+// idemclient and load mode retry them.
 func retryable(status int, replayed bool, err error) bool {
-	return err != nil || (!replayed && notFinal(status))
+	if err != nil {
+		return true
+	}
+	if replayed {
+		return false
+	}
+	switch status {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	}
+	return notFinal(status)
 }
 
 // retryDelay returns how long to wait before retry number n (0 for the

@@ -70,6 +70,7 @@ type keyVerdict struct {
 	// probeNotFinal: the probe got no final answer.
 	unproven, probeNotFinal bool
 	final                   bool // the key has a final answer
+	finalStatus             int  // the status of its final answer, when final
 	sent                    bool // the key has an attempt
 }
 
@@ -85,7 +86,9 @@ func judgeKey(op *Operation) keyVerdict {
 	f := &kv.failure
 	var finals, execs, lost, stormAttempts []*Attempt
 	var probe *Attempt
-	storedAt := time.Duration(math.MaxInt64) // the first answer that shows an outcome stored
+	// The first replay's answer: only a replay shows an outcome stored (an
+	// original's answer may leave the server before its record is).
+	storedAt := time.Duration(math.MaxInt64)
 	for i := range op.Attempts {
 		a := &op.Attempts[i]
 		if a.Probe {
@@ -107,16 +110,15 @@ func judgeKey(op *Operation) keyVerdict {
 				kv.oversize++
 			}
 			storedAt = min(storedAt, a.Done)
-		default:
-			if a.Class == ClassServerError {
-				kv.server++
-			}
-			if a.execution() {
-				execs = append(execs, a)
-				storedAt = min(storedAt, a.Done)
-			} else {
+		case a.Class == ClassServerError:
+			// Never an execution nor a final answer: idemkey releases the
+			// key on a 5xx, and the next attempt runs it again.
+			kv.server++
+			if a.Retried {
 				kv.setAside++
 			}
+		default:
+			execs = append(execs, a)
 		}
 		if a.final() {
 			finals = append(finals, a)
@@ -126,6 +128,9 @@ func judgeKey(op *Operation) keyVerdict {
 	kv.sent, kv.final = len(stormAttempts) > 0, len(finals) > 0
 
 	identity, groups := groupAnswers(finals)
+	if len(groups) > 0 {
+		kv.finalStatus = groups[0].id.status
+	}
 	if probe != nil && len(groups) > 0 {
 		switch {
 		case probe.Class == ClassReplay && identity(probe) == groups[0].id:
@@ -181,7 +186,7 @@ func judgeKey(op *Operation) keyVerdict {
 	}
 
 	// At most once from answers alone: the executions, and the lost
-	// attempts sent before any answer showed the outcome stored, each of
+	// attempts sent before a replay showed the outcome stored, each of
 	// which may have run (and may still be running) on the server.
 	var lostBefore []*Attempt
 	for _, a := range lost {
@@ -368,7 +373,7 @@ func describeBody(a *Attempt) string {
 	if a.Size == 0 {
 		return "(empty body)"
 	}
-	s := strconv.Quote(a.Snippet)
+	s := strconv.Quote(string(wholeRunes([]byte(a.Snippet))))
 	if a.Size > int64(len(a.Snippet)) {
 		s += fmt.Sprintf("...(%d bytes)", a.Size)
 	}

@@ -1,11 +1,15 @@
 package storm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,16 +175,95 @@ func TestRuleAtMostOnceUnprovenAfterALostAttempt(t *testing.T) {
 	})
 	t.Run("a ledger with one execution proves it", func(t *testing.T) {
 		h := burst(attempts)
-		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "other", Effect: "charge"}}
+		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}}
 		rep := checkSaved(t, h)
 		requireDecided(t, rep, RuleAtMostOnce, VerdictPass, "")
-		require.Equal(t, &LedgerSummary{Effects: 2, Keys: 2, OtherKeys: 1}, rep.Ledger)
+		require.Equal(t, &LedgerSummary{Effects: 1, Keys: 1}, rep.Ledger)
+	})
+	t.Run("a ledger with no execution leaves it unproven", func(t *testing.T) {
+		// It passed before: at most one execution was enough.
+		h := burst(attempts)
+		h.Ledger = []Effect{}
+		rep := checkSaved(t, h)
+		requireDecided(t, rep, RuleAtMostOnce, VerdictInconclusive, "the ledger shows no execution; unproven: ")
+		require.Equal(t, 1, rep.KeysUnproven)
+	})
+	t.Run("a ledger with keys the history lacks is inconclusive", func(t *testing.T) {
+		// It passed before, the other key counted and ignored.
+		h := burst(attempts)
+		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "other", Effect: "charge"}}
+		rep := checkSaved(t, h)
+		require.Equal(t, VerdictInconclusive, rep.Verdict())
+		require.Zero(t, rep.KeysInconclusive, "the key itself is proven")
+		require.Equal(t, 1, rep.Ledger.OtherKeys)
+		require.Equal(t, `the ledger disagrees with the history: 1 key not in the history ("other" first)`, rep.Ledger.Disagreement)
+		require.Contains(t, rep.inconclusiveWhy(), rep.Ledger.Disagreement)
+	})
+	t.Run("a malformed ledger is inconclusive", func(t *testing.T) {
+		h := burst(attempts)
+		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "", Effect: "charge"}, {Key: "key-0", Effect: "charge", Attempt: -1}}
+		rep := check(t, h)
+		require.Equal(t, VerdictInconclusive, rep.Verdict())
+		require.Equal(t, 2, rep.Ledger.Malformed)
+		require.Equal(t, 1, rep.Rules[0].Passed, "the malformed lines are not executions")
+		require.Contains(t, rep.Ledger.Disagreement, "2 effects malformed")
 	})
 	t.Run("a ledger with two executions fails it", func(t *testing.T) {
 		h := burst(attempts)
 		h.Ledger = []Effect{{Key: "key-0", Effect: "charge"}, {Key: "key-0", Effect: "charge"}}
 		requireDecided(t, checkSaved(t, h), RuleAtMostOnce, VerdictFail, "the ledger shows 2 executions")
 	})
+}
+
+func TestRuleAtMostOnceStoredOnlyOnceAReplayShowsIt(t *testing.T) {
+	// The original's answer came at 10ms, the lost attempt was sent at
+	// 15ms: the original's answer may have left before its record was
+	// stored, so the lost attempt may have run too. Only the replay (done
+	// at 40ms) shows the outcome stored. It passed before.
+	rep := checkSaved(t, burst([]Attempt{
+		att(ClassOriginal, 201, "a", 0, 10),
+		att(ClassTransportError, 0, "", 15, 16).onCopy(1).retried(),
+		att(ClassReplay, 201, "a", 30, 40).onCopy(1).number(2),
+		att(ClassReplay, 201, "a", 100, 101).probe(),
+	}))
+	requireDecided(t, rep, RuleAtMostOnce, VerdictInconclusive,
+		"unproven: 1 execution, and 1 lost attempt (transport error sent at 15.0ms) that may have run too")
+
+	// Sent after the replay's answer: it found the outcome stored.
+	rep = checkSaved(t, burst([]Attempt{
+		att(ClassOriginal, 201, "a", 0, 10),
+		att(ClassReplay, 201, "a", 5, 12).onCopy(1),
+		att(ClassTransportError, 0, "", 15, 16).onCopy(1).number(2),
+		att(ClassReplay, 201, "a", 100, 101).probe(),
+	}))
+	require.Equal(t, VerdictPass, rep.Verdict(), "%+v", rep.Inconclusive)
+}
+
+func TestCountWantsOnlyTheKeysThatSucceeded(t *testing.T) {
+	// One key created (201), one refused (400), one whose every attempt
+	// timed out, one that ended with a 500: only the first must have made
+	// a charge; the others may have, or not. Before, the refused key was
+	// counted as one that ran, and a correct server failed.
+	keys := func() *History {
+		return burst(
+			[]Attempt{att(ClassOriginal, 201, "a", 0, 10), att(ClassReplay, 201, "a", 100, 101).probe()},
+			[]Attempt{att(ClassClientError, 400, "bad card", 0, 10)},
+			[]Attempt{att(ClassTimeout, 0, "", 0, 10)},
+			[]Attempt{att(ClassServerError, 500, "boom", 0, 10)},
+		)
+	}
+	for delta := int64(1); delta <= 4; delta++ {
+		rep := checkSaved(t, withCount(keys(), delta))
+		require.True(t, rep.Counts[0].OK(), "delta %d: %s", delta, rep.Counts[0].String())
+		require.Equal(t, int64(1), rep.Counts[0].Min)
+		require.Equal(t, int64(4), rep.Counts[0].Max)
+		require.NotEqual(t, VerdictFail, rep.Verdict())
+	}
+	for _, delta := range []int64{0, 5} {
+		rep := checkSaved(t, withCount(keys(), delta))
+		require.Equal(t, VerdictFail, rep.Verdict(), "delta %d", delta)
+	}
+	require.Contains(t, check(t, withCount(keys(), 1)).Counts[0].String(), "within 1 to 4 for 1 key that ran and 3 that may have")
 }
 
 func TestRuleAtMostOnceReplaysWithoutAnExecutionAreUnproven(t *testing.T) {
@@ -220,13 +303,36 @@ func TestRuleRetriesNotFinalSetsAsideA5xxStormRetried(t *testing.T) {
 	require.Equal(t, 1, rep.RetriedServerErrors)
 	require.Contains(t, rep.answers(), "(1 of the 5xx retried by storm: not executions)")
 
-	// The same answers, had the 500 ended a copy: two executions.
-	ended := burst([]Attempt{
-		att(ClassServerError, 500, "boom", 0, 10),
-		att(ClassOriginal, 201, "a", 5, 110).onCopy(1),
-		att(ClassReplay, 201, "a", 200, 201).probe(),
+}
+
+func TestRuleA5xxIsNeverAnExecution(t *testing.T) {
+	// A 500 that ended one copy while another copy got the 201: idemkey
+	// released the key on the 500 and the other copy ran it, one
+	// execution, not two (it failed at-most-once before).
+	t.Run("a 500 that ended its copy beside a 201", func(t *testing.T) {
+		rep := checkSaved(t, burst([]Attempt{
+			att(ClassServerError, 500, "boom", 0, 10),
+			att(ClassOriginal, 201, "a", 5, 110).onCopy(1),
+			att(ClassReplay, 201, "a", 200, 201).probe(),
+		}))
+		require.Equal(t, VerdictPass, rep.Verdict(), "%+v", rep.Failures)
+		require.Equal(t, 1, rep.ServerErrors)
 	})
-	require.Equal(t, VerdictFail, checkSaved(t, ended).Verdict())
+	t.Run("a key whose every answer is a 5xx is inconclusive", func(t *testing.T) {
+		rep := checkSaved(t, burst([]Attempt{
+			att(ClassServerError, 500, "boom", 0, 10),
+			att(ClassServerError, 502, "bad gateway", 5, 15).onCopy(1),
+		}))
+		requireDecided(t, rep, RuleLiveness, VerdictInconclusive, "no final answer: 2 attempts: 500 server error, 502 server error")
+	})
+	t.Run("a late probe answered 5xx got no final answer", func(t *testing.T) {
+		rep := checkSaved(t, burst([]Attempt{
+			att(ClassOriginal, 201, "a", 0, 10),
+			att(ClassServerError, 500, "boom", 300, 310).probe(),
+		}))
+		requireDecided(t, rep, RuleNoLostSuccess, VerdictInconclusive, "late probe got no final answer: 500 not replayed, not final")
+		require.Equal(t, 1, rep.Probe.NotFinal)
+	})
 }
 
 func TestRuleOneAnswerFailsDivergentFinalAnswers(t *testing.T) {
@@ -289,7 +395,7 @@ func TestJudgeKey(t *testing.T) {
 	tooMany := att(ClassRetryLater, 429, "", 5, 6)
 	unavailable := att(ClassRetryLater, 503, "", 5, 6)
 	server := att(ClassServerError, 500, "boom", 5, 6)
-	lostLate := att(ClassTransportError, 0, "", 15, 16) // after the original's answer
+	lostLate := att(ClassTransportError, 0, "", 25, 26) // after the first replay's answer
 	lostEarly := att(ClassTransportError, 0, "", 0, 1)
 	p := func(a Attempt) Attempt { return a.probe() }
 
@@ -311,8 +417,8 @@ func TestJudgeKey(t *testing.T) {
 		{"probe transport error", []Attempt{ok, p(lostLate)}, classInconclusive, RuleNoLostSuccess, "late probe got no final answer: transport error"},
 		{"two executions", []Attempt{ok, other, ok}, classFailed, RuleAtMostOnce,
 			`executed 3 times (201 x3 without Idempotent-Replayed: true); divergent: 2 distinct final responses: 201 "a" x2, 201 "b" x1`},
-		{"success and 500", []Attempt{ok, server, replay}, classFailed, RuleAtMostOnce, "executed 2 times (201 x1, 500 x1 without Idempotent-Replayed: true)"},
-		{"two 500s", []Attempt{server, server}, classFailed, RuleAtMostOnce, "executed 2 times (500 x2 without"},
+		{"success and 500", []Attempt{ok, server, replay}, classPassed, "", ""},
+		{"two 500s", []Attempt{server, server}, classInconclusive, RuleLiveness, "no final answer: 2 attempts: 500 server error, 500 server error"},
 		{"409 replay differs", []Attempt{ok, conflictReplay}, classFailed, RuleOneAnswer, "divergent: 2 distinct final responses"},
 		{"probe executed", []Attempt{ok, inProgress, p(ok)}, classFailed, RuleAtMostOnce,
 			"executed 2 times (201 x2 without Idempotent-Replayed: true), the late probe included"},
@@ -341,9 +447,10 @@ func TestJudgeKey(t *testing.T) {
 		})
 	}
 
-	kv := judgeKey(&Operation{Key: "k", Attempts: []Attempt{ok, replay, inProgress, tooMany, server, lostLate, oversize, p(replay)}})
+	// Unproven (the early lost attempt), so that its statuses are listed.
+	kv := judgeKey(&Operation{Key: "k", Attempts: []Attempt{ok, replay, inProgress, tooMany, server, lostEarly, oversize, p(replay)}})
 	f := kv.failure
-	require.Equal(t, 2, f.Originals)
+	require.Equal(t, 1, f.Originals, "a 5xx is not an execution")
 	require.Equal(t, 2, f.Replays)
 	require.Equal(t, 1, f.InProgress)
 	require.Equal(t, 1, f.RetryLater)
@@ -352,4 +459,32 @@ func TestJudgeKey(t *testing.T) {
 	require.Equal(t, 1, kv.server)
 	require.Equal(t, map[int]int{201: 3, 409: 1, 429: 1, 500: 1}, f.Statuses)
 	require.Equal(t, "201 replayed, identical", f.Probe)
+}
+
+func TestSnippetsAreWholeRunes(t *testing.T) {
+	// 'a' then 'é's (two bytes each): the 48th byte is the first half of
+	// the 24th 'é'. Every answer's body differs after it, so the key's
+	// answers diverge and the reason shows the snippet.
+	var n atomic.Int64
+	body := "a" + strings.Repeat("é", 30)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s%d", body, n.Add(1))
+	}))
+	t.Cleanup(srv.Close)
+	var hist bytes.Buffer
+	rep, err := Run(t.Context(), Config{URL: srv.URL, Keys: 1, Dups: 2, NoProbe: true, History: &hist})
+	require.NoError(t, err)
+	require.Equal(t, VerdictFail, rep.Verdict())
+	want := `"a` + strings.Repeat("é", 23) + `"...(`
+	require.Contains(t, rep.Failures[0].Reason, want, "cut before the half rune")
+	require.NotContains(t, rep.Failures[0].Reason, `\x`)
+	require.NotContains(t, hist.String(), `\ufffd`)
+	require.Contains(t, hist.String(), `"snippet":"a`+strings.Repeat("é", 23)+`"`)
+
+	require.Equal(t, []byte("ab"), wholeRunes([]byte("ab")))
+	require.Equal(t, []byte("a"), wholeRunes([]byte("a\xe2\x82")), "a three-byte rune cut after two")
+	require.Equal(t, []byte("a€"), wholeRunes([]byte("a€")))
+	require.Equal(t, []byte("a\xff"), wholeRunes([]byte("a\xff")), "not UTF-8 at all: left alone")
+	require.Equal(t, `"a"...(5 bytes)`, describeBody(&Attempt{Size: 5, Snippet: "a\xc3"}), "a snippet read from a file")
 }

@@ -181,6 +181,13 @@ func runArm(ctx context.Context, cfg Config) (*Report, error) {
 		end.Error = l.err.Error()
 	}
 	if readings != nil && !interrupted && end.Error == "" {
+		if !r.settle(ctx, keys) {
+			interrupted = true
+			end.Interrupted = true
+		}
+	}
+	if readings != nil && !interrupted && end.Error == "" {
+		at := time.Since(start)
 		after, errs := r.readCountsAfter(ctx, counts)
 		for _, c := range counts {
 			rd := readings[c.Field]
@@ -189,6 +196,7 @@ func runArm(ctx context.Context, cfg Config) (*Report, error) {
 			} else {
 				rd.After, rd.Read = after[c.Field], true
 			}
+			rd.At = at
 			readings[c.Field] = rd
 		}
 	}
@@ -423,10 +431,11 @@ func (r *runner) request(ctx context.Context, k *keyRun, copyN int, probe bool) 
 			r.record(k, &prev.Attempt, true)
 		}
 		a, ok := r.send(ctx, rctx, k, probe)
+		a.Copy, a.Attempt.Attempt = copyN, n+1
 		if !ok {
+			r.record(k, &a.Attempt, false) // interrupted in flight
 			return false
 		}
-		a.Copy, a.Attempt.Attempt = copyN, n+1
 		if !probe {
 			r.attempts.Add(1)
 		}

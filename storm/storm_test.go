@@ -335,6 +335,8 @@ func TestUsageErrors(t *testing.T) {
 		"count field bad N":    {"--url", u, "--count-url", u, "--count-field", "n=two"},
 		"count field N < 0":    {"--url", u, "--count-url", u, "--count-field", "n=-1"},
 		"count field no name":  {"--url", u, "--count-url", u, "--count-field", "=1"},
+		"settle without count": {"--url", u, "--settle", "1s"},
+		"negative settle":      {"--url", u, "--count-url", u, "--count-field", "n", "--settle", "-1s"},
 		"history in no dir":    {"--url", u, "--history", filepath.Join(t.TempDir(), "no", "such", "dir.jsonl")},
 		"bad scheme":           {"--url", "ftp://example.com/x"},
 		"no scheme":            {"--url", "localhost:8080/x"},
@@ -621,7 +623,8 @@ func TestRunInterrupted(t *testing.T) {
 	require.True(t, rep.Interrupted)
 	require.False(t, rep.Pass())
 	require.Equal(t, 2, rep.ExitCode())
-	require.Zero(t, rep.TransportErrors, "cancelled requests are not transport errors")
+	require.Equal(t, rep.Requests, rep.TransportErrors, "the requests in flight are recorded, interrupted")
+	require.Zero(t, rep.Timeouts, "cancelled requests are not timeouts")
 }
 
 func TestTimeoutIsTransportError(t *testing.T) {
@@ -722,11 +725,13 @@ func TestRetryDelay(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	for _, status := range []int{408, 409, 425, 429, 503} {
+	// 500, 502 and 504 as idemclient retries them: idemkey released the
+	// key, and the retry runs it.
+	for _, status := range []int{408, 409, 425, 429, 503, 500, 502, 504} {
 		require.True(t, retryable(status, false, nil), "%d", status)
 		require.False(t, retryable(status, true, nil), "a replayed %d is final", status)
 	}
-	for _, status := range []int{200, 201, 400, 404, 422, 500, 502, 504} {
+	for _, status := range []int{200, 201, 400, 404, 422, 501, 505} {
 		require.False(t, retryable(status, false, nil), "%d", status)
 	}
 	require.True(t, retryable(0, false, io.ErrUnexpectedEOF))

@@ -128,6 +128,9 @@ func (r *Report) inconclusiveWhy() []string {
 	if r.countUnread() && !r.Interrupted {
 		why = append(why, "count unreadable after the storm")
 	}
+	if r.Ledger != nil && r.Ledger.Disagreement != "" {
+		why = append(why, r.Ledger.Disagreement)
+	}
 	return why
 }
 

@@ -102,12 +102,20 @@ func (l *keyLock) leave(key string) {
 
 // A server without idempotency whose duplicates end in 500: every request
 // charges, then a unique constraint on the key fails for all but the first.
+// A 5xx is never an execution (idemkey releases a key on one, and the retry
+// runs it), so the answers alone cannot show these charges: the late
+// probe's 500 leaves every key without a proof (inconclusive, never a
+// pass), and a count catches the server running them again.
 func TestFalsePassChargesThenUniqueConstraint(t *testing.T) {
 	const keys, dups = 5, 4
 	var charges atomic.Int64
 	var mu sync.Mutex
 	inserted := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stats" {
+			fmt.Fprintf(w, `{"charges": %d}`, charges.Load())
+			return
+		}
 		charges.Add(1)
 		key := r.Header.Get("Idempotency-Key")
 		mu.Lock()
@@ -123,16 +131,23 @@ func TestFalsePassChargesThenUniqueConstraint(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	code, j, stderr := runJSON(t, "--url", srv.URL, "--keys", fmt.Sprint(keys), "--dups", fmt.Sprint(dups), "--concurrency", "8")
+	args := []string{"--url", srv.URL, "--keys", fmt.Sprint(keys), "--dups", fmt.Sprint(dups), "--concurrency", "8"}
+	code, j, stderr := runJSON(t, args...)
 	require.Equal(t, 1, code, stderr)
-	require.Equal(t, "fail", j.Verdict)
-	require.Equal(t, keys, j.KeysFailed)
-	require.Len(t, j.Failures, keys)
-	for _, f := range j.Failures {
-		require.Contains(t, f.Reason, "executed 4 times")
+	require.Equal(t, "inconclusive", j.Verdict, "the answers cannot tell, and must not pass")
+	require.Zero(t, j.KeysPassed)
+	require.Equal(t, keys, j.Probe.NotFinal, "the probe's 500 is no final answer")
+	require.Len(t, j.Inconclusive, keys)
+	for _, f := range j.Inconclusive {
+		require.Equal(t, RuleNoLostSuccess, f.Rule)
 		require.Equal(t, map[string]int{"201": 1, "500": dups - 1}, f.Statuses)
 	}
-	require.Equal(t, int64(keys*dups), charges.Load())
+	require.Equal(t, int64(keys*(dups+1)), charges.Load(), "every attempt charged, the probe's too")
+
+	code, j, stderr = runJSON(t, append(args, "--count-url", srv.URL+"/stats", "--count-field", "charges")...)
+	require.Equal(t, 1, code, stderr)
+	require.Equal(t, "fail", j.Verdict, "the count catches what the 5xx hid")
+	require.Equal(t, int64(keys*(dups+1)), *j.Count.Delta)
 }
 
 // A lock-only server: 409 while the first request for a key runs, and
