@@ -268,14 +268,15 @@ func (c *checker) applyLedger(kv *keyVerdict, executions int) {
 
 // ledgerExecutions counts the executions of each key in a ledger: its
 // distinct Execution ids, plus, for the effects recorded without one, the
-// most of any one Effect; refused effects do not count. Nil for a nil
+// most of any one Effect; refused effects do not count, nor does an
+// execution one of whose lines records its refusal (Executions). Nil for a nil
 // ledger.
 func ledgerExecutions(effects []Effect) map[string]int {
 	if effects == nil {
 		return nil
 	}
 	type tally struct {
-		ids     map[string]bool
+		ids     map[string]bool // false once a line of the execution records its refusal
 		effects map[string]int
 		most    int
 	}
@@ -289,11 +290,14 @@ func ledgerExecutions(effects []Effect) map[string]int {
 			t = &tally{ids: map[string]bool{}, effects: map[string]int{}}
 			keys[e.Key] = t
 		}
-		if e.Refused {
+		if e.Execution != "" {
+			// A refusal may come on a line of its own, after the effect's.
+			if took, seen := t.ids[e.Execution]; !seen || took {
+				t.ids[e.Execution] = !e.Refused
+			}
 			continue
 		}
-		if e.Execution != "" {
-			t.ids[e.Execution] = true
+		if e.Refused {
 			continue
 		}
 		t.effects[e.Effect]++
@@ -301,7 +305,13 @@ func ledgerExecutions(effects []Effect) map[string]int {
 	}
 	out := make(map[string]int, len(keys))
 	for key, t := range keys {
-		out[key] = len(t.ids) + t.most
+		n := 0
+		for _, took := range t.ids {
+			if took {
+				n++
+			}
+		}
+		out[key] = n + t.most
 	}
 	return out
 }

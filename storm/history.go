@@ -325,4 +325,14 @@ type Effect struct {
 	// fencing token was stale): the service records that the effect did
 	// not take, and it is not counted.
 	Refused bool
+	// NotStored reports that the store could not store the run's outcome
+	// (Redis unreachable; "not_stored"): the service was told that a retry
+	// may run the key again. CheckSchedule still counts a second
+	// execution, and reports it as announced.
+	NotStored bool
+	// Start and End are when the run began and when it made the effect,
+	// by the service's wall clock (RFC 3339 "start" and "end"); zero when
+	// the service records none. CheckSchedule's leases property compares
+	// them.
+	Start, End time.Time
 }

@@ -316,13 +316,14 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 
 // ReadLedger reads a ledger: JSON Lines, one object per side effect the
 // service made, {"key": …, "effect": "charge"} and optionally
-// "execution", "attempt", "token" (strings or numbers) and "refused"
-// (see Effect). A JSON object without a usable key (none, not a string)
-// or with a member of the wrong type is kept as a malformed effect, its
-// Key empty: Check counts it (LedgerSummary.Malformed) and the verdict is
-// inconclusive. It returns an error wrapping ErrHistory for a line that is
-// not a JSON object (the file is not a ledger, or was cut short), and the
-// reader's errors.
+// "execution", "attempt", "token" (strings or numbers), "refused",
+// "not_stored", and "start" and "end" (RFC 3339; see Effect). A JSON
+// object without a usable key (none, not a string) or with a member of
+// the wrong type is kept as a malformed effect, its Key empty: Check
+// counts it (LedgerSummary.Malformed) and the verdict is inconclusive. It
+// returns an error wrapping ErrHistory for a line that is not a JSON
+// object (the file is not a ledger, or was cut short), and the reader's
+// errors.
 func ReadLedger(r io.Reader) ([]Effect, error) {
 	var out []Effect
 	truncated, err := lines(r, func(n int, line []byte) error {
@@ -333,6 +334,9 @@ func ReadLedger(r io.Reader) ([]Effect, error) {
 			Attempt   int        `json:"attempt"`
 			Token     flexString `json:"token"`
 			Refused   bool       `json:"refused"`
+			NotStored bool       `json:"not_stored"`
+			Start     time.Time  `json:"start"`
+			End       time.Time  `json:"end"`
 		}
 		if err := json.Unmarshal(line, &e); err != nil || e.Key == nil {
 			var obj map[string]json.RawMessage
@@ -346,7 +350,7 @@ func ReadLedger(r io.Reader) ([]Effect, error) {
 			return nil
 		}
 		out = append(out, Effect{Key: *e.Key, Effect: e.Effect, Execution: string(e.Execution), Attempt: e.Attempt,
-			Token: string(e.Token), Refused: e.Refused})
+			Token: string(e.Token), Refused: e.Refused, NotStored: e.NotStored, Start: e.Start, End: e.End})
 		return nil
 	})
 	if err != nil {
