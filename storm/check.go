@@ -154,6 +154,7 @@ func (c *checker) run() *Report {
 	if s.Mode == modeLoad {
 		rep.Load = c.load()
 	}
+	c.incident()
 	if h.End != nil && h.End.Error != "" {
 		rep.Error = h.End.Error
 	}

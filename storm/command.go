@@ -76,6 +76,22 @@ writes the timeline as CSV, one row per second; --metrics-addr ADDR
 while the storm runs, every name starting with idemkey_storm_.
 --keys, --concurrency and --retry are the burst mode's.
 
+An incident, reproduced: --proxy NAME=LISTEN,UPSTREAM (--tcp-proxy
+NAME=LISTEN,ADDR) runs a fault hop on a loopback address that the service
+calls its dependency through; --fault 'NAME at=D for=D [latency=D[..D]]
+[errors=P%[:STATUS]] [down]' disturbs it for a window of the run, and
+--at D=COMMAND runs a shell command at a time of it (its exit status and
+duration recorded). In load mode, --retry-policy P[,P...] picks the clients'
+retry policy (backoff, naive, budget, token-bucket, adaptive; idemclient's):
+several run as arms, one after the other, on the same schedule and fresh
+keys, and the report sets them side by side (--history FILE then writes
+FILE.POLICY per arm, the policy before the extension). With a fault or an
+event, the report measures the recovery: the baseline (goodput, p99) before
+the first trigger, and the time after the last one ends until goodput is at
+least 95% of it and p99 under twice it for 3 seconds in a row; a run that
+does not recover by the end of its schedule is metastable. --max-recovery is
+a threshold on it.
+
 Exit status: 0 pass (and no threshold broken), 1 fail, inconclusive or a
 broken threshold, 2 usage error or not a single HTTP response.
 
@@ -136,6 +152,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&retry, "retry", false, retryUsage)
 	fs.BoolVar(&retry, "retry-409", false, "the same as --retry")
 	fs.Var(&headers, "H", "extra request `header` \"Name: value\" (repeatable); {n} and {key} are replaced")
+	inc := incidentFlags(fs)
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -182,7 +199,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		for _, name := range []string{"max-in-flight", "attempt-timeout", "retries", "backoff", "report", "max-p99", "max-amplification",
-			"min-goodput", "min-exactly-once-goodput", "max-peak-amplification"} {
+			"min-goodput", "min-exactly-once-goodput", "max-peak-amplification", "retry-policy", "max-recovery"} {
 			if set[name] {
 				return usageErr("--%s needs load mode: give --rate or --duration", name)
 			}
@@ -299,8 +316,20 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if isTerminal(stderr) {
 		cfg.Progress = stderr
 	}
-	if _, _, err := normalize(cfg); err != nil {
+	inc.apply(&cfg)
+	if ncfg, _, err := normalize(cfg); err != nil {
 		return usageErr("%v", err)
+	} else if _, err := parseIncident(ncfg); err != nil {
+		return usageErr("%s", strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "))
+	}
+	if len(cfg.RetryPolicies) > 1 && *history != "" {
+		files, err := armHistories(*history, cfg.RetryPolicies)
+		if err != nil {
+			return usageErr("--history: %v", err)
+		}
+		defer files.close()
+		cfg.HistoryFor = files.writer
+		*history = ""
 	}
 	if cfg.Metrics != nil {
 		stop, err := serveMetrics(*metricsAddr, cfg.Metrics, stderr)

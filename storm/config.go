@@ -185,7 +185,8 @@ type Config struct {
 	MaxAmplification float64
 	// OnStart, if set, is called once when the storm starts sending (after
 	// the side-effect count was read): a clock for what should happen
-	// during the run, such as a slow window in a demo.
+	// during the run, such as a slow window in a demo. With several
+	// RetryPolicies, once per arm, after the arm's count read.
 	OnStart func()
 
 	// MinGoodput is a threshold of load mode: operations completed with a
@@ -212,6 +213,45 @@ type Config struct {
 	// through a buffer of fixed size. Run writes to it from several
 	// goroutines, one write at a time, and does not close it.
 	History io.Writer
+
+	// Incident: see incident.go and "Reproduce an incident" in
+	// storm/README.md.
+
+	// Proxies are HTTP fault hops that storm runs while it storms, each as
+	// --proxy writes it: NAME=LISTEN,UPSTREAM (LISTEN on loopback). The
+	// service under test calls its dependency through LISTEN.
+	Proxies []string
+	// TCPProxies are TCP fault hops, each as --tcp-proxy writes it:
+	// NAME=LISTEN,ADDR.
+	TCPProxies []string
+	// Faults are the hops' windows, each as --fault writes it:
+	// "NAME at=D for=D [latency=D[..D]] [errors=P%[:STATUS]] [down]", D
+	// from the run's start. In load mode a window must end by Duration.
+	Faults []string
+	// At are shell commands run at a time of the run, each as --at
+	// writes it: D=COMMAND. In load mode D must be before Duration.
+	At []string
+	// RetryPolicies names load mode's retry policies, as idemclient's
+	// NewRetryPolicy does (backoff, naive, budget, token-bucket,
+	// adaptive): with more than one, each is an arm that runs the same
+	// schedule (arrivals, faults, events) in turn on fresh keys, and the
+	// Report has one Report per arm in Arms. Empty means backoff.
+	RetryPolicies []string
+	// MaxRecovery is a threshold of load mode with Faults or At: the time
+	// from the end of the last trigger until the run recovered
+	// (Report.Recovery); a run that did not recover breaks it. 0: no
+	// threshold.
+	MaxRecovery time.Duration
+	// HistoryFor, with several RetryPolicies, gives the writer of each
+	// arm's history (History takes one arm's only); nil writes none.
+	HistoryFor func(policy string) io.Writer
+
+	// OnHop, if set, is called for each hop once it listens, before
+	// anything is sent, with its name and address (host:port): with a
+	// LISTEN port 0, how the service under test learns where to call.
+	OnHop func(name, addr string)
+
+	arm armHooks // set by Run for each arm
 }
 
 // The modes, as Settings.Mode and the JSON report's "mode" name them.
@@ -245,6 +285,7 @@ func (cfg Config) settings() Settings {
 		s.Retries, s.BaseDelay, s.MaxDelay = cfg.Retries, cfg.Policy.BaseDelay, cfg.Policy.MaxDelay
 		s.MaxP99, s.MaxAmplification, s.MinGoodput = cfg.MaxP99, cfg.MaxAmplification, cfg.MinGoodput
 		s.MinExactlyOnceGoodput, s.MaxPeakAmplification = cfg.MinExactlyOnceGoodput, cfg.MaxPeakAmplification
+		s.Policy, s.MaxRecovery = cfg.arm.policy, cfg.MaxRecovery
 	}
 	return s
 }
@@ -397,7 +438,7 @@ func normalizeLoad(cfg *Config) error {
 	case cfg.Policy.BaseDelay < 0 || cfg.Policy.MaxDelay < 0 || cfg.Policy.MaxRetryAfter < 0:
 		return fmt.Errorf("backoff delays must not be negative")
 	case cfg.MaxP99 < 0 || cfg.MaxAmplification < 0 || cfg.MinGoodput < 0 || cfg.MinExactlyOnceGoodput < 0 ||
-		cfg.MaxPeakAmplification < 0 || math.IsNaN(cfg.MaxAmplification) || math.IsNaN(cfg.MinGoodput) ||
+		cfg.MaxPeakAmplification < 0 || cfg.MaxRecovery < 0 || math.IsNaN(cfg.MaxAmplification) || math.IsNaN(cfg.MinGoodput) ||
 		math.IsNaN(cfg.MinExactlyOnceGoodput) || math.IsNaN(cfg.MaxPeakAmplification):
 		return fmt.Errorf("thresholds must not be negative")
 	}

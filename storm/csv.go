@@ -23,21 +23,32 @@ var errNoTimeline = errors.New("storm: the CSV timeline is load mode's: this rep
 // WriteCSV writes load mode's timeline to w as CSV: a header row (arm, t,
 // scheduled, started, operations, late, attempts, amplification, the
 // attempts by class, p50_ms, p99_ms), then one row per second of the run,
-// as the JSON report's "timeline" has them. The arm column names the retry policy of the run's
-// arm; it is empty for a run of one arm without a named policy.
+// as the JSON report's "timeline" has them. The arm column names the
+// retry policy of each arm of a run of several (Report.Arms, their rows
+// one arm after the other); it is empty for a run of one arm.
 // Amplification and the latency percentiles are empty for a second in
 // which no operation was scheduled. It returns an error for a report
 // without a timeline (the burst mode's) and the first write error.
 func (r *Report) WriteCSV(w io.Writer) error {
-	if r.Load == nil {
+	if r.Load == nil && len(r.Arms) == 0 {
 		return errNoTimeline
 	}
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvColumns); err != nil {
 		return err
 	}
-	if err := writeCSVTimeline(cw, "", r.Load.Timeline); err != nil {
-		return err
+	if r.Load != nil {
+		if err := writeCSVTimeline(cw, "", r.Load.Timeline); err != nil {
+			return err
+		}
+	}
+	for _, arm := range r.Arms {
+		if arm.Load == nil {
+			continue
+		}
+		if err := writeCSVTimeline(cw, arm.Policy, arm.Load.Timeline); err != nil {
+			return err
+		}
 	}
 	cw.Flush()
 	return cw.Error()
@@ -69,7 +80,7 @@ func fmtCSVFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) 
 
 // writeCSVFile writes the CSV timeline to the file at path.
 func (r *Report) writeCSVFile(path string) error {
-	if r.Load == nil {
+	if r.Load == nil && len(r.Arms) == 0 {
 		return errNoTimeline
 	}
 	f, err := os.Create(path)

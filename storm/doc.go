@@ -213,6 +213,18 @@
 // makes it 1 whatever the verdict. CheckCommand ("idemkey check") returns
 // the same for the histories it judges.
 //
+// # Incidents
+//
+// A storm can bring its trigger: fault hops (Config.Proxies, TCPProxies)
+// that the service calls its dependencies through, disturbed on the run's
+// clock (Config.Faults: latency, errors, down), and shell commands at a
+// time of the run (Config.At). Config.RetryPolicies runs idemclient's
+// retry policies as arms, one after the other on the same schedule, and
+// Report.Arms sets them side by side; Report.Recovery is the time from the
+// end of the last trigger until goodput and p99 are back to the baseline
+// measured before the first, or metastable when they are not by the end.
+// "Reproduce an incident" in storm/README.md has a worked example.
+//
 // --json prints the report as one JSON object; storm/README.md lists its
 // members.
 package storm

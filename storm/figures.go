@@ -76,6 +76,7 @@ func (c *checker) load() *Load {
 			completed = completed && a != nil && a.final() && a.Class != ClassServerError
 		}
 		if completed {
+			sec.Completed++
 			ld.Operations.Completed++
 			if c.verdicts[c.unitOf[i]].class == classPassed {
 				exactlyOnce++
@@ -177,7 +178,7 @@ func (s Settings) thresholds(rep *Report) []Threshold {
 		out = append(out, Threshold{Name: "max-peak-amplification", Limit: s.MaxPeakAmplification, Value: round3(ld.PeakAmplification),
 			OK: ld.PeakAmplification <= s.MaxPeakAmplification})
 	}
-	return out
+	return append(out, s.recoveryThreshold(rep)...)
 }
 
 // percentiles computes nearest-rank latency percentiles; it sorts ds.

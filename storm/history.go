@@ -59,6 +59,12 @@ type Header struct {
 	// field, so that a history cut short still has them; the counts line
 	// at the end has them too.
 	CountsBefore map[string]int64
+	// Faults are the fault hops' windows (Config.Faults), in the order
+	// they open, without counts yet (End.Faults has them).
+	Faults []Fault
+	// Events are the commands scheduled (Config.At), in the order of
+	// their times, not run yet (End.Events has what they did).
+	Events []Event
 }
 
 // Settings are the parts of a Config that a History keeps: what Check
@@ -108,6 +114,10 @@ type Settings struct {
 	MaxPeakAmplification  float64
 	// MaxFailures is Config.MaxFailures.
 	MaxFailures int
+	// Policy is load mode's retry policy (Config.RetryPolicies, one arm's).
+	Policy string
+	// MaxRecovery is load mode's threshold on Report.Recovery.
+	MaxRecovery time.Duration
 	// Settle is how long the storm waited after its last attempt before
 	// reading the counts after it (Config.Settle, after defaults; 0 for
 	// none).
@@ -271,6 +281,10 @@ type End struct {
 	// Error says why the storm stopped early, if it did for a reason of
 	// its own (an invalid header from Config.HeaderFor).
 	Error string
+	// Faults are the fault windows with what each did (Fault's counts).
+	Faults []Fault
+	// Events are the commands with what each did.
+	Events []Event
 }
 
 // CountReading is one side-effect count read before and after the storm.

@@ -197,6 +197,7 @@ func appendEnd(b []byte, e *End) []byte {
 		b = append(b, `,"error":`...)
 		b = appendJSONString(b, e.Error)
 	}
+	b = appendIncident(b, e.Faults, e.Events)
 	return append(b, "}}"...)
 }
 
@@ -281,6 +282,9 @@ type headerJSON struct {
 	// CountsBefore is an addition to the format: the counts read before
 	// the storm, also in the counts line at the end.
 	CountsBefore map[string]int64 `json:"counts_before,omitempty"`
+	// Faults and Events are an addition: the incident's schedule.
+	Faults []faultJSON `json:"faults,omitempty"`
+	Events []eventJSON `json:"events,omitempty"`
 }
 
 type settingsJSON struct {
@@ -309,6 +313,8 @@ type settingsJSON struct {
 	MinExactlyOnceGoodput float64         `json:"min_exactly_once_goodput,omitempty"`
 	MaxPeakAmplification  float64         `json:"max_peak_amplification,omitempty"`
 	MaxFailures           int             `json:"max_failures"`
+	Policy                string          `json:"policy,omitempty"`
+	MaxRecoveryNS         int64           `json:"max_recovery_ns,omitempty"`
 	SettleNS              int64           `json:"settle_ns,omitempty"`
 }
 
@@ -320,7 +326,7 @@ type countSpecJSON struct {
 func headerJSONOf(h *Header) headerJSON {
 	s := h.Settings
 	j := headerJSON{History: h.Version, URL: h.URL, Method: h.Method, Started: h.Started.UTC().Format(time.RFC3339Nano),
-		CountsBefore: h.CountsBefore,
+		CountsBefore: h.CountsBefore, Faults: faultsJSON(h.Faults), Events: eventsJSON(h.Events),
 		Config: settingsJSON{
 			Mode: s.Mode, KeyHeader: s.KeyHeader, Keys: s.Keys, Dups: s.Dups, Concurrency: s.Concurrency,
 			TimeoutNS: int64(s.Timeout), Retry: s.Retry, MaxRetries: s.MaxRetries, Probe: s.Probe,
@@ -328,7 +334,7 @@ func headerJSONOf(h *Header) headerJSON {
 			Retries: s.Retries, BackoffMinNS: int64(s.BaseDelay), BackoffMaxNS: int64(s.MaxDelay), CountURL: s.CountURL,
 			MaxP99NS: int64(s.MaxP99), MaxAmplification: s.MaxAmplification, MinGoodput: s.MinGoodput,
 			MinExactlyOnceGoodput: s.MinExactlyOnceGoodput, MaxPeakAmplification: s.MaxPeakAmplification,
-			MaxFailures: s.MaxFailures, SettleNS: int64(s.Settle),
+			MaxFailures: s.MaxFailures, Policy: s.Policy, MaxRecoveryNS: int64(s.MaxRecovery), SettleNS: int64(s.Settle),
 		}}
 	for _, c := range s.Counts {
 		j.Config.Counts = append(j.Config.Counts, countSpecJSON(c))
@@ -349,8 +355,8 @@ func (j *headerJSON) header() Header {
 		BaseDelay: time.Duration(c.BackoffMinNS), MaxDelay: time.Duration(c.BackoffMaxNS), CountURL: c.CountURL,
 		MaxP99: time.Duration(c.MaxP99NS), MaxAmplification: c.MaxAmplification, MinGoodput: c.MinGoodput,
 		MinExactlyOnceGoodput: c.MinExactlyOnceGoodput, MaxPeakAmplification: c.MaxPeakAmplification,
-		MaxFailures: c.MaxFailures, Settle: time.Duration(c.SettleNS),
-	}}
+		MaxFailures: c.MaxFailures, Policy: c.Policy, MaxRecovery: time.Duration(c.MaxRecoveryNS), Settle: time.Duration(c.SettleNS),
+	}, Faults: faultsOf(j.Faults), Events: eventsOf(j.Events)}
 	for _, cs := range c.Counts {
 		h.Settings.Counts = append(h.Settings.Counts, CountSpec(cs))
 	}

@@ -40,6 +40,8 @@ type lineJSON struct {
 	Config  *settingsJSON `json:"config"`
 	// CountsBefore is the header's.
 	CountsBefore map[string]int64 `json:"counts_before"`
+	Faults       []faultJSON      `json:"faults"`
+	Events       []eventJSON      `json:"events"`
 
 	Op          *int   `json:"op"`
 	Key         string `json:"key"`
@@ -75,10 +77,12 @@ type lineJSON struct {
 }
 
 type endJSON struct {
-	ElapsedNS      int64  `json:"elapsed_ns"`
-	ProbeElapsedNS int64  `json:"probe_elapsed_ns"`
-	Interrupted    bool   `json:"interrupted"`
-	Error          string `json:"error"`
+	ElapsedNS      int64       `json:"elapsed_ns"`
+	ProbeElapsedNS int64       `json:"probe_elapsed_ns"`
+	Interrupted    bool        `json:"interrupted"`
+	Error          string      `json:"error"`
+	Faults         []faultJSON `json:"faults"`
+	Events         []eventJSON `json:"events"`
 }
 
 type countJSON struct {
@@ -165,7 +169,7 @@ func ReadHistory(r io.Reader) (*History, error) {
 				return fmt.Errorf("%w: a second end line", ErrHistory)
 			}
 			h.End = &End{Elapsed: time.Duration(l.End.ElapsedNS), ProbeElapsed: time.Duration(l.End.ProbeElapsedNS),
-				Interrupted: l.End.Interrupted, Error: l.End.Error}
+				Interrupted: l.End.Interrupted, Error: l.End.Error, Faults: faultsOf(l.End.Faults), Events: eventsOf(l.End.Events)}
 			if err := firstError(checkTime("elapsed_ns", h.End.Elapsed), checkTime("probe_elapsed_ns", h.End.ProbeElapsed)); err != nil {
 				return err
 			}
@@ -206,7 +210,8 @@ func readHeader(h *History, l *lineJSON) error {
 	if err != nil {
 		return fmt.Errorf("%w: started: %v", ErrHistory, err)
 	}
-	hj := headerJSON{History: *l.History, URL: l.URL, Method: l.Method, Config: *l.Config, CountsBefore: l.CountsBefore}
+	hj := headerJSON{History: *l.History, URL: l.URL, Method: l.Method, Config: *l.Config, CountsBefore: l.CountsBefore,
+		Faults: l.Faults, Events: l.Events}
 	h.Header = hj.header()
 	h.Header.Started = started
 	s := h.Header.Settings

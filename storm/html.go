@@ -86,6 +86,8 @@ type chart struct {
 	XTicks []svgTick
 	RefY   float64 // a reference line (amplification 1), when HasRef
 	HasRef bool
+	Shades []svgShade // fault windows and events (htmlincident.go)
+	top    float64
 }
 
 type legendItem struct{ Label, Color, Name string }
@@ -106,6 +108,12 @@ type htmlView struct {
 	Legend     []legendItem
 	Started    string
 	Failures   []Failure
+
+	// an incident's (htmlincident.go)
+	ShadeLegend []legendItem
+	ArmsHead    []string
+	ArmsRows    []htmlArmRow
+	ArmLegend   []legendItem
 }
 
 // WriteHTML writes the report as one self-contained HTML page: the verdict
@@ -113,6 +121,9 @@ type htmlView struct {
 // stacked by answer class, operation latency p50 and p99, amplification).
 // It fails for a report without load mode's figures.
 func (r *Report) WriteHTML(w io.Writer) error {
+	if len(r.Arms) > 0 {
+		return reportTemplate.Execute(w, r.armsView())
+	}
 	if r.Load == nil {
 		return errors.New("an HTML report needs load mode's figures (--rate or --duration)")
 	}
@@ -203,6 +214,7 @@ func (r *Report) htmlView() htmlView {
 		v.Legend = append(v.Legend, legendItem{Label: c.Label, Color: c.Color, Name: c.Name})
 	}
 	v.Charts = []chart{attemptsChart(ld.Timeline), latencyChart(ld.Timeline), amplificationChart(ld.Timeline)}
+	r.addIncident(&v)
 	return v
 }
 

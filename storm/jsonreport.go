@@ -73,6 +73,12 @@ type jsonReport struct {
 	StartLagMS       *jsonLatency     `json:"start_lag_ms,omitempty"`
 	Thresholds       *[]jsonThreshold `json:"thresholds,omitempty"`
 	Timeline         *[]jsonSecond    `json:"timeline,omitempty"`
+
+	// an incident's (incident.go)
+	Policy   string        `json:"policy,omitempty"`
+	Faults   *[]jsonFault  `json:"faults,omitempty"`
+	Events   *[]jsonEvent  `json:"events,omitempty"`
+	Recovery *jsonRecovery `json:"recovery,omitempty"`
 }
 
 type jsonRule struct {
@@ -135,6 +141,7 @@ type jsonThreshold struct {
 type jsonSecond struct {
 	T               int      `json:"t"`
 	Operations      int      `json:"operations"`
+	Completed       int      `json:"completed"`
 	Late            int      `json:"late"`
 	Attempts        int      `json:"attempts"`
 	Amplification   *float64 `json:"amplification"`
@@ -186,6 +193,14 @@ type jsonCount struct {
 // only with a count URL; its after and delta are null when the count was
 // not read after the storm.
 func (r *Report) WriteJSON(w io.Writer) error {
+	if len(r.Arms) > 0 {
+		return r.writeArmsJSON(w)
+	}
+	return json.NewEncoder(w).Encode(r.jsonOf())
+}
+
+// jsonOf returns the JSON form of a report of one arm.
+func (r *Report) jsonOf() jsonReport {
 	orEmpty := func(f []Failure) []Failure {
 		if f == nil {
 			return []Failure{}
@@ -281,7 +296,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	if l := r.Ledger; l != nil {
 		j.Ledger = &jsonLedger{Effects: l.Effects, Keys: l.Keys, OtherKeys: l.OtherKeys, Malformed: l.Malformed, Disagreement: l.Disagreement}
 	}
-	return json.NewEncoder(w).Encode(j)
+	j.addIncident(r)
+	return j
 }
 
 // addLoad fills in load mode's fields.
@@ -315,7 +331,7 @@ func (j *jsonReport) addLoad(r *Report, ld *Load) {
 	j.Thresholds = &ths
 	timeline := make([]jsonSecond, 0, len(ld.Timeline))
 	for _, s := range ld.Timeline {
-		js := jsonSecond{T: s.T, Operations: s.Operations, Late: s.Late, Attempts: s.Attempts, Originals: s.Originals,
+		js := jsonSecond{T: s.T, Operations: s.Operations, Completed: s.Completed, Late: s.Late, Attempts: s.Attempts, Originals: s.Originals,
 			Replays: s.Replays, InProgress: s.InProgress, RetryLater: s.RetryLater, ServerErrors: s.ServerErrors,
 			Timeouts: s.Timeouts, TransportErrors: s.TransportErrors, Scheduled: s.Scheduled, Started: s.Started}
 		if a, ok := s.Amplification(); ok {

@@ -37,6 +37,7 @@ type loader struct {
 	start  time.Time
 	slots  chan struct{} // one per attempt in flight (MaxInFlight)
 	policy idemclient.Policy
+	rp     *idemclient.RetryPolicy // the arm's retry policy (armpolicy.go)
 
 	ops []*keyRun // in schedule order, appended by the pacer, read when it is done
 
@@ -160,6 +161,9 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 			k.mu.Unlock()
 		}
 	}()
+	if !l.allow(1) {
+		return // rejected locally (adaptive): nothing sent
+	}
 	for n := 0; ; n++ {
 		// An attempt in flight holds a slot; one that cannot get a slot
 		// at once waits, and its operation is late if it is its first.
@@ -220,6 +224,7 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 			l.errs.Add(1)
 		}
 		retry := l.policy.Retryable(idemclient.Attempt{Status: a.Status, Err: a.err, Replayed: a.Replayed}, true)
+		l.done(!retry)
 		if !retry {
 			final = a.Class == ClassReplay || (a.Class.Executes() && a.Class != ClassServerError)
 			l.record(k, &a.Attempt, false)
@@ -230,9 +235,12 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 			return
 		}
 		now := time.Now()
-		wait := l.policy.Delay(n+1, a.retryAfter, now)
+		wait := l.delay(n+1, a.retryAfter, now)
 		if !now.Add(wait).Before(deadline) {
 			return // no time left for another attempt
+		}
+		if !l.allow(n + 2) {
+			return // the policy has no retry left (budget, token-bucket, adaptive)
 		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
@@ -250,6 +258,7 @@ func (l *loader) copy(ctx, octx context.Context, k *keyRun, due time.Time, copyN
 // newLoader prepares load mode's state.
 func (r *runner) newLoader(start time.Time) *loader {
 	l := &loader{runner: r, start: start, slots: make(chan struct{}, r.cfg.MaxInFlight), policy: r.cfg.Policy}
+	l.rp = r.retryPolicy()
 	if r.cfg.Progress != nil {
 		l.live = &liveHist{}
 	}

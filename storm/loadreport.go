@@ -94,6 +94,8 @@ type Second struct {
 	T int
 	// Operations is the number of operations scheduled in it.
 	Operations int
+	// Completed counts those of them that completed (Operations.Completed).
+	Completed int
 	// Late counts those of them that started late.
 	Late int
 	// Attempts is the number of attempts sent in it.
@@ -159,6 +161,9 @@ type Threshold struct {
 // BrokenThresholds returns the thresholds the run broke.
 func (r *Report) BrokenThresholds() []Threshold {
 	var out []Threshold
+	for _, arm := range r.Arms {
+		out = append(out, arm.BrokenThresholds()...)
+	}
 	for _, t := range r.Thresholds {
 		if !t.OK {
 			out = append(out, t)

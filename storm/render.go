@@ -13,6 +13,9 @@ import (
 
 // WriteText writes a human-readable report to w.
 func (r *Report) WriteText(w io.Writer) error {
+	if len(r.Arms) > 0 {
+		return r.writeArmsText(w)
+	}
 	var b strings.Builder
 	row := func(label, format string, args ...any) {
 		fmt.Fprintf(&b, "%-14s %s\n", label, fmt.Sprintf(format, args...))
@@ -29,7 +32,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.KeyHeader != "" && r.KeyHeader != headerIdempotencyKey {
 		fmt.Fprintf(&b, ", key header %s", r.KeyHeader)
 	}
-	b.WriteString("\n\n")
+	if r.Policy != "" {
+		fmt.Fprintf(&b, ", retry policy %s", r.Policy)
+	}
+	b.WriteString("\n")
+	writeIncident(&b, r.Faults, r.Events, true)
+	b.WriteString("\n")
 	lat := func(l Latency) string {
 		return fmt.Sprintf("p50 %s  p90 %s  p99 %s  max %s", fmtDuration(l.P50), fmtDuration(l.P90), fmtDuration(l.P99), fmtDuration(l.Max))
 	}
@@ -43,6 +51,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		row("elapsed", "%s", fmtDuration(r.Elapsed))
 		row("latency", "%s (operations, from the scheduled start)", lat(ld.Latency))
 		row("attempt lat.", "%s", lat(ld.AttemptLatency))
+		if rec := r.Recovery; rec != nil {
+			row("recovery", "%s", rec.String())
+		}
 	} else {
 		row("requests", "%d (%d responses, %d retries)", r.Requests, r.Responses, r.Retries)
 		row("elapsed", "%s", fmtDuration(r.Elapsed))

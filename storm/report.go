@@ -130,6 +130,23 @@ type Report struct {
 	// against them; a broken one makes ExitCode 1 whatever the verdict.
 	Thresholds []Threshold
 
+	// Policy is load mode's retry policy (Config.RetryPolicies), "" in
+	// the burst mode and in a report of several arms.
+	Policy string
+	// Faults are the fault hops' windows, with what each did; Events the
+	// commands run at a time of the run (Config.Faults, Config.At).
+	Faults []Fault
+	Events []Event
+	// Recovery is how the run came back after its faults and events; nil
+	// without any, in the burst mode, or without a whole second before the
+	// first one for the baseline.
+	Recovery *Recovery
+	// Arms holds each arm's report when the storm ran several retry
+	// policies (Config.RetryPolicies), in their order; this report then
+	// has the target, the schedule and the verdict (the worst of the
+	// arms'), and its other figures are left zero.
+	Arms []*Report
+
 	// Interrupted reports that the storm was cancelled before completing.
 	Interrupted bool
 	// Error says why not a single HTTP response was received; empty
@@ -293,6 +310,9 @@ func (r *Report) countUnread() bool {
 // Verdict returns VerdictPass, VerdictFail or VerdictInconclusive, as the
 // package documentation defines them.
 func (r *Report) Verdict() string {
+	if len(r.Arms) > 0 {
+		return r.armsVerdict()
+	}
 	switch {
 	case r.KeysFailed > 0 || r.countMismatch():
 		return VerdictFail

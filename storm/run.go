@@ -83,21 +83,11 @@ type runner struct {
 	probed       atomic.Int64 // keys probed
 }
 
-// Run executes the storm described by cfg: the counts read (with
-// CountURL), the storm, the late probe (unless NoProbe) and the second
-// read, and returns its report: Check's verdict over the history the storm
-// recorded, which Config.History receives as the storm goes. It returns an
-// error wrapping ErrInvalidConfig, and no report, when cfg is invalid, and
-// an error wrapping ErrCount, and no report, when CountURL cannot be read
-// before the storm. When ctx is cancelled before the storm completes, Run
-// stops sending, abandons the requests in flight (recorded as transport
-// errors whose Error is "interrupted": they were sent, and may have run)
-// and returns the partial report, marked Interrupted, together with ctx.Err();
-// the probe and the second count read are skipped then. When
-// Config.History cannot be written, Run still runs the storm and returns
-// its report, with an error wrapping ErrHistory. Run is safe for
-// concurrent use with distinct Configs.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+// runArm runs one arm of a storm (Run has the rest): the counts read
+// (with CountURL), the storm, the late probe (unless NoProbe) and the
+// second read, and returns Check's verdict over the history it recorded,
+// with Run's errors. cfg.arm starts and ends the arm's incident.
+func runArm(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, target, err := normalize(cfg)
 	if err != nil {
 		return nil, err
@@ -149,6 +139,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	r.start = start
 	r.hist.Started = start.UTC()
+	r.hist.Faults, r.hist.Events = cfg.arm.faults, cfg.arm.events
+	if cfg.arm.begin != nil {
+		cfg.arm.begin(start)
+	}
 	r.history.header(&r.hist)
 	var l *loader
 	var stopProgress func()
@@ -166,6 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	var faults []Fault
+	var events []Event
+	if cfg.arm.finish != nil {
+		faults, events = cfg.arm.finish()
+	}
 	interrupted := ctx.Err() != nil && (cfg.loadMode() || r.completed.Load() < int64(cfg.Keys*cfg.Dups))
 	var probeElapsed time.Duration
 	if !cfg.NoProbe && !interrupted {
@@ -177,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopProgress()
 
-	end := &End{Elapsed: elapsed, ProbeElapsed: probeElapsed, Interrupted: interrupted}
+	end := &End{Elapsed: elapsed, ProbeElapsed: probeElapsed, Interrupted: interrupted, Faults: faults, Events: events}
 	if l != nil && l.err != nil {
 		end.Error = l.err.Error()
 	}

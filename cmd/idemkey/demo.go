@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,14 @@ amplification the slow provider caused, second by second, and the count
 check shows that every payment was charged once; --report writes it as one
 HTML file.
 
+With --storm --metastable it reproduces a metastable failure: the API serves
+with a bounded pool of workers that a request whose client gave up still
+occupies, and its provider, behind storm's fault hop (--proxy), slows down
+for 5s. The storm runs two arms on the same schedule, naive retries and a
+retry budget (--retry-policy naive,budget): naive's retries keep the pool
+saturated after the provider is fast again, budget's recover. --json prints
+the report as JSON; --report writes the HTML, the arms overlaid.
+
 Exit status: 0 when every key ran exactly once, 1 if not, 2 on a usage error.
 `
 
@@ -65,8 +74,26 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		attemptTO   = fs.Duration("attempt-timeout", 500*time.Millisecond, "with --storm: the clients' timeout of one attempt")
 		retries     = fs.Int("retries", 5, "with --storm: retries of each payment")
 		report      = fs.String("report", "", "with --storm: write the report as one self-contained HTML `file`")
+		metastable  = fs.Bool("metastable", false, "with --storm: a slowdown that naive retries turn into a metastable failure, and a retry budget survives (two arms)")
+		asJSON      = fs.Bool("json", false, "with --storm --metastable: print the report as one JSON object")
 	)
 	if code, stop := parseFlags(fs, args); stop {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *metastable || *asJSON {
+		switch {
+		case !*stormMode || !*metastable:
+			return usageError(stderr, "demo", "--metastable goes with --storm, and --json with both")
+		case fs.NArg() > 0:
+			return usageError(stderr, "demo", "unexpected argument %q", fs.Arg(0))
+		case !metastableFlagsOK(set):
+			return usageError(stderr, "demo", "%v", errMetastableFlags)
+		}
+		cfg := defaultMetastable
+		cfg.report, cfg.json = *report, *asJSON
+		code, _ := metastableDemo(ctx, cfg, stdout, stderr)
 		return code
 	}
 	if *stormMode {

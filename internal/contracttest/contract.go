@@ -432,6 +432,48 @@ func run(t *testing.T, mount Mount, b backend) {
 		require.Equal(t, 1, shared.chargesOf(key), "charged once across both instances")
 	})
 
+	t.Run("a run overtaken after its lease ran out does not answer its own response: the key keeps one answer", func(t *testing.T) {
+		const lease = 300 * time.Millisecond
+		shared := newApp()
+		fc := &faultyClient{Scripter: b.scripter(t)}
+		stalled := newEnv(t, b, mount, envConfig{store: redisstore.Options{Lease: lease}, client: fc, app: shared})
+		alive := newEnv(t, b, mount, envConfig{store: redisstore.Options{Lease: lease}, app: shared})
+		key := newKey()
+		first := stalled.start(req{path: "/slow", key: key})
+		require.Equal(t, key, <-shared.started)
+		fc.kill() // a stall: no heartbeat reaches Redis, the lease runs out
+		if b.mr != nil {
+			b.mr.FastForward(lease)
+		}
+		// The retry takes the key over as attempt 2 once the lease is out
+		// (a 409 until then), and runs.
+		var second <-chan *response
+		for i := 0; i < 500 && second == nil; i++ {
+			c := alive.start(req{path: "/slow", key: key})
+			select {
+			case r := <-c:
+				require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+				time.Sleep(20 * time.Millisecond)
+			case got := <-shared.started:
+				require.Equal(t, key, got)
+				second = c
+			}
+		}
+		require.NotNil(t, second, "the lease never ran out")
+		fc.revive()   // the stalled instance wakes up
+		shared.open() // both runs answer; the stalled one's completion is refused
+		took, stale := <-second, <-first
+		require.Equal(t, http.StatusCreated, took.status, "%s", took.body)
+		again := alive.do(req{path: "/slow", key: key})
+		require.True(t, again.replayed())
+		require.Equal(t, took.body, again.body, "the key's answer is the takeover's")
+		require.NotEqual(t, http.StatusCreated, stale.status,
+			"the overtaken run sent its own answer (%q) while the key answers %q: two final answers for one key", stale.body, took.body)
+		require.Equal(t, http.StatusConflict, stale.status, "%s", stale.body)
+		require.Equal(t, "request-in-progress", stale.problemType(t))
+		require.NotEmpty(t, stale.header.Get("Retry-After"))
+	})
+
 	if b.srv == nil {
 		return
 	}

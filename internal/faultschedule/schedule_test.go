@@ -216,19 +216,15 @@ func TestFaultScheduleTable(t *testing.T) {
 		strings.Join(rows, "\n"))
 }
 
-// TestFaultSchedulePausedRunAnswersItsWaitingClient reproduces a
-// violation the checker found in the real store: an instance paused past
-// the lease while its clients wait (5 s an attempt), the key taken over
-// and completed by the other instance; once continued, the paused run
-// completes, is fenced (its outcome is not stored) and still sends its own
-// answer to its client, which differs from the stored one the other copy
-// got: two final answers for one key (one-answer). It fails until the
-// middleware answers a fenced run otherwise, so it runs only with
-// IDEMKEY_FENCED_REPRO=1.
+// TestFaultSchedulePausedRunAnswersItsWaitingClient holds one answer per
+// key when an instance is paused past the lease while its clients wait (5 s
+// an attempt): the other instance takes the key over and completes it;
+// once continued, the paused run completes, is fenced (its outcome is not
+// stored), and answers its client 409 request-in-progress, not its own
+// response, so that client's retry gets the key's stored answer. The
+// checker found the middleware sending the fenced run's own answer: two
+// final answers for one key (one-answer).
 func TestFaultSchedulePausedRunAnswersItsWaitingClient(t *testing.T) {
-	if os.Getenv("IDEMKEY_FENCED_REPRO") != "1" {
-		t.Skip("IDEMKEY_FENCED_REPRO=1 runs it (it fails today: a fenced run's answer reaches its client)")
-	}
 	r := Run(t, Config{Guard: Real(redisstore.Options{Lease: controlLease}), Lease: controlLease, Slow: controlSlow,
 		Rate: 80, Duration: 3 * time.Second, Dups: 2, AttemptTimeout: 5 * time.Second,
 		Schedule: Schedule{{Kind: Pause, At: 1400 * time.Millisecond, For: 3 * controlLease, Instance: 1}}})

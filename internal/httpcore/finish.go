@@ -22,7 +22,10 @@ import (
 // context cancelled by Shutdown, MaxDuration or a lost lease), which keeps
 // the record for the retry's takeover, else Release. Last it sends the
 // held-back response, unless panicked is set or the handler abandoned the
-// exchange (a streamed or hijacked response has gone out already). It does
+// exchange (a streamed or hijacked response has gone out already), or the
+// run was overtaken (its lease ran out and another attempt took the key
+// over, so its outcome was refused): then it answers 409 request-in-progress,
+// and the client's retry gets the key's one answer. It does
 // not re-panic: Run does. Adapters call Run, which calls Finish.
 func (x *Exchange) Finish(panicked any) {
 	x.stop()
@@ -59,7 +62,15 @@ func (x *Exchange) Finish(panicked any) {
 		h.observeFinish(x, kind, err)
 	}
 	if panicked == nil && !x.abandoned {
-		rec.flushHeld()
+		if kind == observe.Fenced && !rec.streaming && !rec.hijacked {
+			// Another attempt owns the key now, and its answer is the one
+			// every retry gets: this run's own would be a second final
+			// answer for the key. The client retries and gets the key's.
+			clear(rec.w.Header())
+			h.fail(rec.w, &problemOvertaken)
+		} else {
+			rec.flushHeld()
+		}
 		x.answered = true
 	}
 }

@@ -46,6 +46,12 @@ var (
 	problemInProgress    = problem{status: http.StatusConflict, slug: "request-in-progress", title: "Request in progress",
 		detail:  "A request with this idempotency key is still being processed. Retry with the same key after Retry-After seconds to get its response.",
 		section: "section-2.6"}
+	// problemOvertaken answers the client of a run whose lease ran out
+	// while it ran (a stall): another attempt took the key over, and its
+	// answer, not this run's, is the key's.
+	problemOvertaken = problem{status: http.StatusConflict, slug: "request-in-progress", title: "Request in progress",
+		detail:  "This attempt ran past its lease and another attempt with this idempotency key took it over; its response is the key's. Retry with the same key after Retry-After seconds to get it.",
+		section: "section-2.6"}
 	problemKeyReused = problem{status: http.StatusUnprocessableEntity, slug: "key-reused", title: "Idempotency key reused",
 		detail:  "This idempotency key was already used for a different request (another method, path, query or body). Use a new key for a new request; retries must send exactly the same request.",
 		section: "section-2.2"}
