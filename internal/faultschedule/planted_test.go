@@ -26,10 +26,6 @@ var controlSchedule = Schedule{
 
 func runControl(t *testing.T, g Guard) *Result {
 	t.Helper()
-	// Each control has its own Redis, instances and files, and spends its
-	// seconds waiting on leases and pauses: two run at a time (-parallel's
-	// default on these 2 cores), which halves the package's time.
-	t.Parallel()
 	// A liveness bound of three times lease + Retry-After + backoff, not
 	// four: the claim without TTL holds its key for ever whatever the
 	// bound, and each operation stays until the bound has passed.

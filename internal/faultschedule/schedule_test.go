@@ -119,7 +119,6 @@ var processKinds = []Kind{Partition, DropReply, Delay, Pause}
 // duplicates the store announced: outcomes reported not stored).
 // IDEMKEY_SEED=N replays another schedule.
 func TestFaultScheduleShort(t *testing.T) {
-	t.Parallel()
 	seed := seedFor(t, 10) // a pause, a partition and a kill
 	r := runSchedule(t, mode{name: "short", redisArgs: persistNone}, seed, 3, shortKinds, 3*time.Second)
 	if r.Report.Unannounced() > 0 {
@@ -226,7 +225,6 @@ func TestFaultScheduleTable(t *testing.T) {
 // checker found the middleware sending the fenced run's own answer: two
 // final answers for one key (one-answer).
 func TestFaultSchedulePausedRunAnswersItsWaitingClient(t *testing.T) {
-	t.Parallel()
 	r := Run(t, Config{Guard: Real(redisstore.Options{Lease: controlLease}), Lease: controlLease, Slow: controlSlow,
 		Rate: 80, Duration: 3 * time.Second, Dups: 2, AttemptTimeout: 5 * time.Second,
 		Schedule: Schedule{{Kind: Pause, At: 1400 * time.Millisecond, For: 3 * controlLease, Instance: 1}}})
