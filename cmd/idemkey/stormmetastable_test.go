@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkey/idemkey/internal/redistest"
 )
 
 // demo --storm --metastable: the same 5s slowdown of the provider, two
@@ -18,7 +20,11 @@ import (
 // budget recovers. Both read from the JSON report. Then the HTML, arms
 // overlaid and the window shaded, opened in headless Chromium: no console
 // message, the shading on every chart, a line per arm on every chart.
+// A long drill (IDEMKEY_LONG=1, so in .ci/run): 30s of a busy race build,
+// a demonstration of figures more than a check of a path the default
+// suite leaves uncovered (storm's incident tests cover the flags).
 func TestDemoStormMetastable(t *testing.T) {
+	redistest.Long(t)
 	file := filepath.Join(t.TempDir(), "metastable.html")
 	var stdout, stderr bytes.Buffer
 	code := demo(t.Context(), []string{"--storm", "--metastable", "--json", "--report", file}, &stdout, &stderr)
