@@ -217,10 +217,17 @@ func TestVanishedRecordIsLogged(t *testing.T) {
 	t.Run("Redis restarted without persistence: checkpoint", func(t *testing.T) {
 		srv := redistest.Start(t) // --save "" --appendonly no
 		var log logBuffer
-		s := newStore(t, backend{client: srv.Client(t)}, Options{Logger: log.logger()})
+		// A 30s lease: no heartbeat (a sign of life) before the checkpoint.
+		s := newStore(t, backend{client: srv.Client(t)}, Options{Logger: log.logger(), Lease: 30 * time.Second})
 		c, err := s.Claim(ctx, newReq(t))
 		require.NoError(t, err)
 		settled(t, s) // the check knows the server's run_id
+		// The restart comes more than a second after the owner's last sign
+		// of life (the claim), so that INFO's uptime, in whole seconds, tells
+		// it: a check that runs after the restart (one may, on a reconnect)
+		// learns the new run_id, which then no longer tells it. Without this
+		// wait .ci/run once logged "deleted or flushed".
+		time.Sleep(1100 * time.Millisecond)
 		srv.Restart(t)
 		var cerr error
 		require.Eventually(t, func() bool { // the first calls find the old connections closed
