@@ -127,24 +127,8 @@ func stormDemo(ctx context.Context, cfg stormDemoConfig, stdout, stderr io.Write
 		CountField:     "provider_charges",
 		OnStart:        func() { close(started) },
 	})
-	if rep == nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 2, nil
-	}
-	if werr := rep.WriteText(stdout); werr != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", werr)
-		return 1, rep
-	}
-	if cfg.report != "" {
-		if werr := rep.WriteHTMLFile(cfg.report); werr != nil {
-			fmt.Fprintf(stderr, "idemkey demo: --report: %v\n", werr)
-			return 1, rep
-		}
-		fmt.Fprintf(stdout, "\nreport: %s\n", cfg.report)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: storm interrupted: %v\n", err)
-		return 1, rep
+	if code := writeDemoStorm(rep, err, false, cfg.report, stdout, stdout, stderr); code != 0 {
+		return code, rep
 	}
 
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -177,4 +161,35 @@ func stormDemo(ctx context.Context, cfg stormDemoConfig, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "\nexactly once: PASS (%d payments, %d charges; %d attempts, amplification %.2f overall, peak %.2f in second %d)\n",
 		st.PaymentsCreated, st.ProviderCharges, rep.Load.Attempts, rep.Load.Amplification, peak, at)
 	return 0, rep
+}
+
+// writeDemoStorm ends a demo's storm: a usage error (2) when it could not
+// start, else its report, as JSON or text on stdout, the HTML to report
+// (its path said on out) when asked, and 1 when writing failed or the
+// storm was interrupted; 0 when all went out.
+func writeDemoStorm(rep *storm.Report, err error, asJSON bool, report string, stdout, out, stderr io.Writer) int {
+	if rep == nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
+		return 2
+	}
+	write := rep.WriteText
+	if asJSON {
+		write = rep.WriteJSON
+	}
+	if werr := write(stdout); werr != nil {
+		fmt.Fprintf(stderr, "idemkey demo: %v\n", werr)
+		return 1
+	}
+	if report != "" {
+		if werr := rep.WriteHTMLFile(report); werr != nil {
+			fmt.Fprintf(stderr, "idemkey demo: --report: %v\n", werr)
+			return 1
+		}
+		fmt.Fprintf(out, "\nreport: %s\n", report)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkey demo: storm interrupted: %v\n", err)
+		return 1
+	}
+	return 0
 }

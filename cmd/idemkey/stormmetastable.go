@@ -224,29 +224,8 @@ func metastableDemo(ctx context.Context, cfg metastableConfig, stdout, stderr io
 		},
 		OnStart: pool.reset, // each arm meets the service afresh
 	})
-	if rep == nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", err)
-		return 2, nil
-	}
-	if cfg.json {
-		if werr := rep.WriteJSON(stdout); werr != nil {
-			fmt.Fprintf(stderr, "idemkey demo: %v\n", werr)
-			return 1, rep
-		}
-	} else if werr := rep.WriteText(stdout); werr != nil {
-		fmt.Fprintf(stderr, "idemkey demo: %v\n", werr)
-		return 1, rep
-	}
-	if cfg.report != "" {
-		if werr := rep.WriteHTMLFile(cfg.report); werr != nil {
-			fmt.Fprintf(stderr, "idemkey demo: --report: %v\n", werr)
-			return 1, rep
-		}
-		fmt.Fprintf(out, "\nreport: %s\n", cfg.report)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkey demo: storm interrupted: %v\n", err)
-		return 1, rep
+	if code := writeDemoStorm(rep, err, cfg.json, cfg.report, stdout, out, stderr); code != 0 {
+		return code, rep
 	}
 	fmt.Fprintln(out)
 	for _, arm := range rep.Arms {
