@@ -22,19 +22,7 @@ var goFunc = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)\w*)\
 func repoFuncs(t *testing.T) map[string][]string {
 	t.Helper()
 	funcs := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	err := repoGoFiles(func(path string) error {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -133,4 +121,26 @@ func TestQuotedTestNamesExist(t *testing.T) {
 		}
 	}
 	require.Positive(t, n, "the docs quote no test name")
+}
+
+// repoGoFiles calls fn with the path of every Go file of the repository,
+// every module, hidden directories, testdata and node_modules aside; it
+// stops at fn's first error.
+func repoGoFiles(fn func(path string) error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		return fn(path)
+	})
+	return err
 }

@@ -6,7 +6,6 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -657,19 +656,8 @@ func (s *wallclockScanner) report(n ast.Node, kind string) {
 func scanRepoWallclock(t *testing.T) []wallclockFinding {
 	t.Helper()
 	byDir := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasSuffix(path, ".go") {
-			byDir[filepath.Dir(path)] = append(byDir[filepath.Dir(path)], path)
-		}
+	err := repoGoFiles(func(path string) error {
+		byDir[filepath.Dir(path)] = append(byDir[filepath.Dir(path)], path)
 		return nil
 	})
 	require.NoError(t, err)
@@ -884,19 +872,7 @@ func TestNoIssueNumbersInCode(t *testing.T) {
 	ref := regexp.MustCompile(`(?i)\bissues?[ _]*#?[0-9]+|\bissue[0-9]+`)
 	var found []string
 	n := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	err := repoGoFiles(func(path string) error {
 		n++
 		rel, _ := filepath.Rel(root, path)
 		if ref.MatchString(filepath.Base(path)) {
