@@ -81,23 +81,17 @@ func runSchedule(t *testing.T, m mode, seed uint64, faults int, kinds []Kind, du
 		}
 	}
 	r := Run(t, Config{
-		Dir:   dir,
-		Guard: Real(redisstore.Options{Lease: scheduleLease, Replicas: m.replicas, ReplicaTimeout: 200 * time.Millisecond}),
-		Lease: scheduleLease,
-		Slow:  350 * time.Millisecond,
-		// Clients give an attempt a second: with a quarter of one, a race
-		// build on two busy cores spent the seconds after a Redis restart
-		// in a retry storm of its own making (every attempt timed out,
-		// every retry added work), which is a finding about short client
-		// timeouts, not about the faults.
-		AttemptTimeout: time.Second,
-		Rate:           100,
-		Duration:       duration,
-		Dups:           2,
-		Schedule:       sched,
-		RedisArgs:      m.redisArgs,
-		Sentinel:       m.sentinel,
-		Processes:      m.processes,
+		Dir:       dir,
+		Guard:     Real(redisstore.Options{Lease: scheduleLease, Replicas: m.replicas, ReplicaTimeout: 200 * time.Millisecond}),
+		Lease:     scheduleLease,
+		Slow:      350 * time.Millisecond,
+		Rate:      100,
+		Duration:  duration,
+		Dups:      2,
+		Schedule:  sched,
+		RedisArgs: m.redisArgs,
+		Sentinel:  m.sentinel,
+		Processes: m.processes,
 	})
 	t.Logf("faults:\n  %s", strings.Join(r.Applied, "\n  "))
 	t.Logf("checker (history %s, ledger %s, faults %s):\n%s", r.HistoryPath, r.LedgerPath, r.FaultsPath, r.Report)
@@ -226,7 +220,7 @@ func TestFaultScheduleTable(t *testing.T) {
 // final answers for one key (one-answer).
 func TestFaultSchedulePausedRunAnswersItsWaitingClient(t *testing.T) {
 	r := Run(t, Config{Guard: Real(redisstore.Options{Lease: controlLease}), Lease: controlLease, Slow: controlSlow,
-		Rate: 80, Duration: 3 * time.Second, Dups: 2, AttemptTimeout: 5 * time.Second,
+		Rate: controlRate, Duration: 3 * time.Second, Dups: 2, AttemptTimeout: 5 * time.Second,
 		Schedule: Schedule{{Kind: Pause, At: 1400 * time.Millisecond, For: 3 * controlLease, Instance: 1}}, Bound: passingBound})
 	t.Logf("faults:\n  %s", strings.Join(r.Applied, "\n  "))
 	passes(t, r)
