@@ -64,7 +64,7 @@ func TestCIRunSetsLong(t *testing.T) {
 	script := string(b)
 	export := regexp.MustCompile(`(?m)^export IDEMKEY_LONG=1$`).FindStringIndex(script)
 	require.NotNil(t, export, ".ci/run does not export IDEMKEY_LONG=1")
-	test := strings.Index(script, "\ngo test -race -count=1 ./...\n")
+	test := strings.Index(script, "\ngo test -race -count=1 -p 4 ./...\n")
 	require.Positive(t, test, ".ci/run does not run the README's test command")
 	require.Less(t, export[0], test, ".ci/run exports IDEMKEY_LONG=1 after its test command")
 }
