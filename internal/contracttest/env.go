@@ -210,11 +210,26 @@ func (e *env) serve(hr *http.Request) *response {
 }
 
 // keys counts the Redis keys, to show that nothing was stored.
-func (e *env) keys() int64 {
+// keys returns the names of the keys in the env's Redis.
+func (e *env) keys() map[string]bool {
 	e.t.Helper()
-	n, err := e.b.client(e.t).DBSize(context.Background()).Result()
+	names, err := e.b.client(e.t).Keys(context.Background(), "*").Result()
 	require.NoError(e.t, err)
-	return n
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}
+
+// requireNoNewKeys fails unless every key in Redis now was there before
+// (keys(), earlier). It compares names, not counts: a record an earlier
+// subtest stored may expire meanwhile (a count of 52 for 53 under load).
+func (e *env) requireNoNewKeys(t *testing.T, before map[string]bool) {
+	t.Helper()
+	for k := range e.keys() {
+		require.True(t, before[k], "a key was stored: %s", k)
+	}
 }
 
 var seq atomic.Int64

@@ -26,9 +26,14 @@ const (
 
 // controlSchedule is the same for every guard: an instance killed
 // mid-handler and restarted, then another paused past the lease.
+// The pause lasts five leases: a client waits a second for its attempt on
+// the paused instance before it retries, and the bugs that need a takeover
+// while the paused run sleeps (the fencing token) need a retry on the
+// other instance inside the pause: with three leases, a loaded machine
+// once let the pause end first.
 var controlSchedule = Schedule{
 	{Kind: Kill, At: 700 * time.Millisecond, For: 300 * time.Millisecond, Instance: 0},
-	{Kind: Pause, At: 1400 * time.Millisecond, For: 3 * controlLease, Instance: 1},
+	{Kind: Pause, At: 1400 * time.Millisecond, For: 5 * controlLease, Instance: 1},
 }
 
 // The liveness bounds of the controls. A planted bug is caught with a
