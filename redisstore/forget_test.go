@@ -337,7 +337,10 @@ func testForget(t *testing.T, b backend) {
 
 func TestForgetMiniredis(t *testing.T) { testForget(t, miniBackend(t)) }
 func TestForgetRedis(t *testing.T)     { testForget(t, realBackend(t)) }
-func TestForgetCluster(t *testing.T)   { testForget(t, clusterBackend(t)) }
+func TestForgetCluster(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on gossip
+	testForget(t, clusterBackend(t))
+}
 
 // TestForgetAfterRestart: on a Redis up for less than a lease, a record
 // whose lease ran out may belong to an owner that was only cut off while

@@ -429,6 +429,7 @@ func testLostReply(t *testing.T, p *proxied, s *lostStores, c lostCase) {
 // (claim, extend, checkpoint, complete: each once) and checks that fn ran
 // once and every caller after it gets its result.
 func TestLostReplyDo(t *testing.T) {
+	t.Parallel() // its own servers behind their own proxies, as TestLostReply
 	for _, topo := range lostReplyTopologies {
 		t.Run(topo.name, func(t *testing.T) {
 			if strings.HasSuffix(topo.name, "pipelined") {

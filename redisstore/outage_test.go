@@ -87,6 +87,7 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 // CLUSTERDOWN once cluster-node-timeout (2s here) passes, and on a slow
 // machine all the claims came after that (the test was flaky under load).
 func TestRefusalOnAClusterStaysLocal(t *testing.T) {
+	t.Parallel() // a cluster of its own; the refusal's cause is asserted, not its time
 	cl := redistest.StartCluster(t, 3, redistest.NoFullCoverage())
 	var log logBuffer
 	s := newStore(t, backend{client: cl.Client(t)}, Options{Logger: log.logger()})

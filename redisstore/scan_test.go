@@ -212,7 +212,14 @@ func testScan(t *testing.T, b backend) {
 
 func TestScanMiniredis(t *testing.T) { testScan(t, miniBackend(t)) }
 func TestScanRedis(t *testing.T)     { testScan(t, realBackend(t)) }
-func TestScanCluster(t *testing.T)   { testScan(t, clusterBackend(t)) }
+
+// TestScanCluster runs beside the package's other parallel tests: a
+// cluster of its own, mostly waiting on gossip (12 s of the package's
+// serial time otherwise).
+func TestScanCluster(t *testing.T) {
+	t.Parallel()
+	testScan(t, clusterBackend(t))
+}
 
 // TestScanHostileKeys fills the prefix with keys that are not idemkey
 // records, of every kind: each is reported, with why, and the records

@@ -92,7 +92,10 @@ var autoPipeliner = redistest.AutoPipeliner
 
 func TestStoreMiniredis(t *testing.T) { testStore(t, miniBackend(t)) }
 func TestStoreRedis(t *testing.T)     { testStore(t, realBackend(t)) }
-func TestStoreCluster(t *testing.T)   { testStore(t, clusterBackend(t)) }
+func TestStoreCluster(t *testing.T) {
+	t.Parallel() // a cluster of its own, mostly waiting on gossip
+	testStore(t, clusterBackend(t))
+}
 
 // TestStoreRedisPipelined and TestStoreClusterPipelined run the suite with
 // the stores on the auto-pipeliner, which does not end calls at their

@@ -183,16 +183,17 @@ func TestIncidentLatencyFaultRaisesTimeoutsInsideItsWindowOnly(t *testing.T) {
 // errors=100% on the provider's hop for the whole run: every attempt is
 // answered 503, so naive with 3 retries sends 4 attempts per operation (1
 // + N at total failure), and budget keeps its retries within 20 % of the
-// requests plus 10 a second (at 100 operations/s over 10s: at most 1.3
+// requests of its 10 s window plus 10 a second of that window (at 100
+// operations/s over 5s: 100 + 100 retries for 500 operations, at most 1.4
 // attempts per operation). The two run as arms of one storm, on the same
 // schedule, and the report has both.
 func TestIncidentArmsNaiveAmplifiesBudgetKeepsItsBudget(t *testing.T) {
 	rl, svc := newRelay(t)
 	provider := newProvider(t)
-	cfg := Config{URL: svc.URL, Rate: 100, Duration: 10 * time.Second, Retries: 3, NoProbe: true,
+	cfg := Config{URL: svc.URL, Rate: 100, Duration: 5 * time.Second, Retries: 3, NoProbe: true,
 		RetryPolicies: []string{"naive", "budget"},
 		Proxies:       []string{"provider=127.0.0.1:0," + provider.URL},
-		Faults:        []string{"provider at=0s for=10s errors=100%"}}
+		Faults:        []string{"provider at=0s for=5s errors=100%"}}
 	rep, out := runIncident(t, rl, cfg)
 	require.Len(t, rep.Arms, 2)
 	var j struct {
@@ -210,12 +211,12 @@ func TestIncidentArmsNaiveAmplifiesBudgetKeepsItsBudget(t *testing.T) {
 	require.Equal(t, "budget", budget.Policy)
 	t.Logf("amplification: naive %.3f, budget %.3f", naive.Amplification, budget.Amplification)
 	require.InDelta(t, 4.0, naive.Amplification, 0.4, "1 + 3 retries at total failure")
-	require.LessOrEqual(t, budget.Amplification, 1.35, "20%% of the requests + 10 retries a second")
+	require.LessOrEqual(t, budget.Amplification, 1.45, "20%% of the requests + 10 retries a second of the window")
 	require.Greater(t, budget.Amplification, 1.0, "the budget allowed some retries")
 	for _, arm := range j.Arms {
 		require.Len(t, arm.Faults, 1, "each arm ran the fault")
 		require.Positive(t, arm.Faults[0].Failed)
-		require.Equal(t, 1000, arm.Operations.Scheduled, "the same schedule")
+		require.Equal(t, 500, arm.Operations.Scheduled, "the same schedule")
 	}
 
 	var text strings.Builder
