@@ -209,8 +209,8 @@ func (e *env) serve(hr *http.Request) *response {
 	return &response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 
-// keys counts the Redis keys, to show that nothing was stored.
-// keys returns the names of the keys in the env's Redis.
+// keys returns the names of the keys in the env's Redis, to show that
+// nothing was stored (requireNoNewKeys).
 func (e *env) keys() map[string]bool {
 	e.t.Helper()
 	names, err := e.b.client(e.t).Keys(context.Background(), "*").Result()

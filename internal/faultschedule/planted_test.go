@@ -17,7 +17,10 @@ import (
 // keep up with the clients' retries, its Redis calls timed out, go-redis
 // closed each timed-out connection and dialled anew, and no key answered
 // for twenty seconds (a load the process made for itself, whatever the
-// guard). At 40 every planted bug is still caught.
+// guard). At 40 every planted bug is still caught. It is also the rate of
+// the schedules that must pass in the test command and CI (short,
+// random): at 100 a second, beside the suite four packages at a time and
+// two CPU-bound loops, no key answered for ten seconds.
 const (
 	controlLease = 600 * time.Millisecond
 	controlSlow  = 350 * time.Millisecond

@@ -51,13 +51,6 @@ type mode struct {
 	rate      float64 // operations a second; 0: 100
 }
 
-// checkRate is the rate of the schedules that must pass in the test
-// command and CI (short, random): at 100 a second, beside the rest of the
-// suite four packages at a time and two CPU-bound loops, the race build
-// could not keep up with its clients' retries and no key answered for
-// ten seconds (see controlRate).
-const checkRate = 40
-
 var modes = []mode{
 	{name: "redis restart, no persistence", kind: RestartRedis, redisArgs: persistNone},
 	{name: "redis restart, AOF everysec", kind: RestartRedis, redisArgs: persistEverysec},
@@ -123,7 +116,7 @@ var processKinds = []Kind{Partition, DropReply, Delay, Pause}
 // IDEMKEY_SEED=N replays another schedule.
 func TestFaultScheduleShort(t *testing.T) {
 	seed := seedFor(t, 10) // a pause, a partition and a kill
-	r := runSchedule(t, mode{name: "short", redisArgs: persistNone, rate: checkRate}, seed, 3, shortKinds, 3*time.Second)
+	r := runSchedule(t, mode{name: "short", redisArgs: persistNone, rate: controlRate}, seed, 3, shortKinds, 3*time.Second)
 	if r.Report.Unannounced() > 0 {
 		t.Fatalf("IDEMKEY_SEED=%d: idemkey broke a property:\n%s", seed, r.Report)
 	}
@@ -149,7 +142,7 @@ func TestFaultScheduleRandom(t *testing.T) {
 	for i := range n {
 		seed := base + uint64(i)
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
-			m, kinds := mode{name: "random", redisArgs: persistNone, rate: checkRate}, shortKinds
+			m, kinds := mode{name: "random", redisArgs: persistNone, rate: controlRate}, shortKinds
 			if seed%2 == 1 {
 				// Instances as processes: a real SIGSTOP. Not kill -9: one
 				// after the side effect runs the key again by design.
